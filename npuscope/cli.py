@@ -1,0 +1,73 @@
+"""The `npuscope` command: parse arguments, run one subcommand, map errors to exit codes.
+
+Exit codes: 0 ok, 2 bad input (one line on stderr, never a traceback), 130 interrupted.
+Heavy imports (polars, the parsers) are deferred into the subcommands so `--help` is instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from . import __version__
+
+DESCRIPTION = "Terminal explorer for Huawei Ascend NPU profiles (msprof, torch_npu, Paddle)."
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="npuscope", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"npuscope {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    inspect = sub.add_parser(
+        "inspect",
+        help="print what a profile folder or file holds",
+        description=(
+            "Print what was found at PATH: captures (newest first), layout and CANN era, "
+            "cards, the files used, row and event counts and the time span per card. "
+            "With no PATH, the bundled demo profile."
+        ),
+    )
+    inspect.add_argument("path", nargs="?", help="profile folder or file (default: the bundled demo)")
+    inspect.add_argument("--capture", help="which capture to open when PATH holds several (name or index)")
+    inspect.add_argument(
+        "--no-cache", action="store_true", help="parse from scratch and write no cache entry"
+    )
+    inspect.add_argument(
+        "--no-timeline", action="store_true", help="skip the timeline JSON (faster on GB timelines)"
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        # The bare command shows the bundled demo profile.
+        args = parser.parse_args(["inspect"])
+    from npuscope.parsers import ProfileError
+
+    try:
+        if args.command == "inspect":
+            from .inspect_cmd import run_inspect
+
+            return run_inspect(args)
+    except ProfileError as exc:
+        print(f"npuscope: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("npuscope: interrupted", file=sys.stderr)
+        return 130
+    parser.error(f"unknown command {args.command}")
+    return 2
+
+
+def demo_path() -> Path:
+    from npuscope.fixtures.demo_profile import ensure_demo
+
+    return ensure_demo()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,127 @@
+"""Canonical columns of the frames, declared as data.
+
+Each spec lists the header names every era uses for one column (matched by name, never by
+position, as Huawei's own consumers do), the canonical name and the dtype. The CSV reader
+only looks up these tables; adding an alias here is all a new header variant needs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+# How a text cell becomes a typed value. "start" is special: epoch microseconds with three
+# decimals (or nanoseconds in CANN 5.x) that must reach Int64 nanoseconds without Float64.
+KINDS = ("str", "int", "float", "start", "list")
+
+
+@dataclass(frozen=True)
+class ColumnSpec:
+    name: str
+    aliases: tuple[str, ...]
+    kind: str
+    required: bool = False
+
+    @property
+    def dtype(self) -> pl.DataType:
+        return {
+            "str": pl.String,
+            "list": pl.String,
+            "int": pl.Int64,
+            "float": pl.Float64,
+            "start": pl.Int64,
+        }[self.kind]()
+
+
+# Start-time headers and the unit their values are in (ns per unit).
+START_UNITS: dict[str, int] = {
+    "Task Start Time(us)": 1000,
+    "Start Time(us)": 1000,  # torch_npu kernel_details
+    "Task Start Time": 1,  # CANN 5.x: nanoseconds, no unit in the header
+}
+
+TASK_COLUMNS: tuple[ColumnSpec, ...] = (
+    ColumnSpec("card", ("Device_id",), "str"),
+    ColumnSpec("step_id", ("Step Id",), "int"),
+    ColumnSpec("model_name", ("Model Name",), "str"),
+    ColumnSpec("model_id", ("Model ID",), "int"),
+    ColumnSpec("task_id", ("Task ID",), "int"),
+    ColumnSpec("stream_id", ("Stream ID",), "int"),
+    ColumnSpec("infer_id", ("Infer ID",), "int"),
+    ColumnSpec("op_name", ("Op Name", "OP Name", "Name"), "str", required=True),
+    ColumnSpec("op_type", ("OP Type", "Type"), "str", required=True),
+    ColumnSpec("op_state", ("OP State",), "str"),
+    ColumnSpec("task_type", ("Task Type", "Accelerator Core"), "str", required=True),
+    ColumnSpec("start_ns", tuple(START_UNITS), "start", required=True),
+    ColumnSpec("duration_us", ("Task Duration(us)", "Duration(us)"), "float", required=True),
+    ColumnSpec("wait_us", ("Task Wait Time(us)", "Wait Time(us)"), "float"),
+    ColumnSpec("block_num", ("Block Num", "Block Dim"), "int"),
+    ColumnSpec("mix_block_num", ("Mix Block Num", "Mix Block Dim"), "int"),
+    ColumnSpec("hf32_eligible", ("HF32 Eligible",), "str"),
+    ColumnSpec("input_shapes", ("Input Shapes",), "list"),
+    ColumnSpec("input_dtypes", ("Input Data Types",), "list"),
+    ColumnSpec("input_formats", ("Input Formats",), "list"),
+    ColumnSpec("output_shapes", ("Output Shapes",), "list"),
+    ColumnSpec("output_dtypes", ("Output Data Types",), "list"),
+    ColumnSpec("output_formats", ("Output Formats",), "list"),
+    ColumnSpec("context_id", ("Context ID",), "str"),
+)
+
+# Column order of the canonical tasks frame; PMU columns (every other header) follow.
+TASK_ORDER: tuple[str, ...] = (
+    "card", "op_name", "op_type", "task_type", "stream_id", "task_id", "model_id",
+    "op_state", "start_ns", "duration_us", "wait_us", "block_num", "mix_block_num",
+    "input_shapes", "input_dtypes", "input_formats", "output_shapes", "output_dtypes",
+    "output_formats", "is_aclnn", "step_id", "model_name", "infer_id", "hf32_eligible",
+    "context_id",
+)
+
+TASK_SCHEMA: dict[str, pl.DataType] = {
+    **{c.name: c.dtype for c in TASK_COLUMNS},
+    "is_aclnn": pl.Boolean(),
+}
+
+STAT_COLUMNS: tuple[ColumnSpec, ...] = (
+    ColumnSpec("card", ("Device_id",), "str"),
+    ColumnSpec("model_name", ("Model Name",), "str"),
+    ColumnSpec("op_type", ("OP Type",), "str", required=True),
+    ColumnSpec("core_type", ("Core Type",), "str", required=True),
+    ColumnSpec("count", ("Count",), "int", required=True),
+    ColumnSpec("total_us", ("Total Time(us)",), "float", required=True),
+    ColumnSpec("min_us", ("Min Time(us)",), "float", required=True),
+    ColumnSpec("avg_us", ("Avg Time(us)",), "float", required=True),
+    ColumnSpec("max_us", ("Max Time(us)",), "float", required=True),
+    ColumnSpec("ratio_pct", ("Ratio(%)",), "float", required=True),
+)
+
+STAT_ORDER: tuple[str, ...] = (
+    "card", "op_type", "core_type", "count", "total_us", "min_us", "avg_us", "max_us",
+    "ratio_pct",
+)
+
+STAT_SCHEMA: dict[str, pl.DataType] = {c.name: c.dtype for c in STAT_COLUMNS if c.name in STAT_ORDER}
+
+EVENT_SCHEMA: dict[str, pl.DataType] = {
+    "card": pl.String(),
+    "process": pl.String(),
+    "thread": pl.String(),
+    "pid": pl.String(),
+    "tid": pl.String(),
+    "name": pl.String(),
+    "ph": pl.String(),
+    "ts_ns": pl.Int64(),
+    "dur_ns": pl.Int64(),
+    "cat": pl.String(),
+    "flow_id": pl.String(),
+    "task_type": pl.String(),
+    "stream_id": pl.Int64(),
+    "task_id": pl.Int64(),
+    "connection_id": pl.Int64(),
+}
+
+# Task types msprof leaves out of op_statistic ratios: communication is not compute.
+COMMUNICATION_TASK_TYPES: tuple[str, ...] = ("COMMUNICATION", "HCCL")
+
+# Values that mean "no value" in every era.
+NULL_VALUES: tuple[str, ...] = ("N/A", "", "NA", "null", "None")

@@ -1,0 +1,271 @@
+"""msprof CSV files (op_summary, kernel_details, op_statistic) to typed polars frames.
+
+Columns are matched by header name through the specs in `columns.py`; every cell is decoded
+by polars in one pass with an explicit schema (nothing is inferred), then the few quirky
+columns (start times, quoted shapes) are fixed with vectorised expressions.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Sequence
+from pathlib import Path
+
+import polars as pl
+
+from .columns import NULL_VALUES, START_UNITS, ColumnSpec
+from .errors import ProfileError
+
+_TAIL_BYTES = 1 << 16
+
+
+def read_header(path: Path) -> list[str]:
+    """The header row of a CSV file, checked for the bad-input cases the user can hit."""
+    try:
+        with open(path, "rb") as fh:
+            first = fh.readline(1 << 20)
+    except PermissionError:
+        raise ProfileError(f"{path}: permission denied; make the file readable (chmod +r)") from None
+    except IsADirectoryError:
+        raise ProfileError(f"{path}: is a folder, expected a CSV file") from None
+    except OSError as exc:
+        raise ProfileError(f"{path}: cannot be read ({exc.strerror})") from None
+    if not first.strip():
+        raise ProfileError(f"{path}: the file is empty; re-export the profile with msprof")
+    if first.startswith(b"\xef\xbb\xbf"):
+        first = first[3:]
+    try:
+        text = first.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ProfileError(
+            f"{path}: the header is not UTF-8 text (byte {exc.start}); is this an msprof CSV?"
+        ) from None
+    return next(csv.reader([text.rstrip("\r\n")]))
+
+
+def _check_body(path: Path, header: list[str]) -> None:
+    """Reject header-only files and a last line cut short by an interrupted copy."""
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        fh.seek(max(0, size - _TAIL_BYTES))
+        tail = fh.read()
+    lines = tail.splitlines()
+    # A header-only file: the header is the last (only) non-empty line.
+    body = [ln for ln in lines if ln.strip()]
+    if size <= _TAIL_BYTES and len(body) <= 1:
+        raise ProfileError(f"{path}: has a header but no data rows; the capture recorded nothing")
+    if tail.endswith(b"\n"):
+        return
+    last = body[-1].decode("utf-8", "replace")
+    try:
+        fields = next(csv.reader([last]))
+    except csv.Error:
+        fields = []
+    unterminated_quote = last.count('"') % 2 == 1
+    if len(fields) < len(header) or unterminated_quote:
+        lineno = _count_lines(path)
+        raise ProfileError(
+            f"{path}: the last line (line {lineno}) is cut short ({len(fields)} of "
+            f"{len(header)} fields); the file was truncated, copy or export it again"
+        )
+
+
+def _count_lines(path: Path) -> int:
+    n = 0
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            n += block.count(b"\n")
+    return n + 1
+
+
+def _utf8_error(path: Path) -> ProfileError:
+    offset = 0
+    with open(path, "rb") as fh:
+        carry = b""
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            data = carry + block
+            try:
+                data.decode("utf-8")
+                carry = b""
+            except UnicodeDecodeError as exc:
+                if exc.end < len(data) or len(data) - exc.start > 3:
+                    line = _line_at(path, offset - len(carry) + exc.start)
+                    return ProfileError(
+                        f"{path}: line {line} is not UTF-8 text (byte offset "
+                        f"{offset - len(carry) + exc.start}); re-export the file or convert it "
+                        "to UTF-8"
+                    )
+                carry = data[exc.start :]
+            offset += len(block)
+    return ProfileError(f"{path}: the file is not UTF-8 text; convert it to UTF-8")
+
+
+def _line_at(path: Path, offset: int) -> int:
+    with open(path, "rb") as fh:
+        return fh.read(offset).count(b"\n") + 1
+
+
+def match_columns(
+    path: Path, header: Sequence[str], specs: Sequence[ColumnSpec], what: str
+) -> tuple[dict[str, ColumnSpec], list[str]]:
+    """Header name -> spec for known columns, plus the headers no spec knows."""
+    by_alias = {alias: spec for spec in specs for alias in spec.aliases}
+    matched: dict[str, ColumnSpec] = {}
+    extra: list[str] = []
+    for name in header:
+        spec = by_alias.get(name.strip())
+        if spec is not None and spec not in matched.values():
+            matched[name] = spec
+        else:
+            extra.append(name)
+    missing = [s for s in specs if s.required and s not in matched.values()]
+    if missing:
+        expected = ", ".join(" or ".join(s.aliases) for s in missing)
+        found = ", ".join(h for h in header[:12]) + (", ..." if len(header) > 12 else "")
+        raise ProfileError(
+            f"{path}: not a valid {what}: missing column(s) {expected}; found {found}"
+        )
+    return matched, extra
+
+
+def _read_polars(
+    paths: Sequence[Path], header: list[str], schema: dict[str, pl.DataType]
+) -> pl.DataFrame:
+    frames = []
+    for path in paths:
+        try:
+            frames.append(
+                pl.read_csv(
+                    path,
+                    has_header=True,
+                    schema_overrides=schema,
+                    infer_schema=False,
+                    null_values=list(NULL_VALUES),
+                    quote_char='"',
+                    encoding="utf8",
+                    truncate_ragged_lines=False,
+                )
+            )
+        except pl.exceptions.ComputeError as exc:
+            msg = str(exc).splitlines()[0]
+            if "utf-8" in msg.lower() or "utf8" in msg.lower():
+                raise _utf8_error(path) from None
+            raise ProfileError(f"{path}: {msg}; the file does not look like an msprof export") from None
+        except pl.exceptions.NoDataError:
+            raise ProfileError(f"{path}: the file is empty; re-export the profile with msprof") from None
+        except PermissionError:
+            raise ProfileError(f"{path}: permission denied; make the file readable (chmod +r)") from None
+        except OSError as exc:
+            raise ProfileError(f"{path}: cannot be read ({exc})") from None
+    return pl.concat(frames, how="vertical", rechunk=False) if len(frames) > 1 else frames[0]
+
+
+def start_to_ns(col: str, unit_ns: int) -> pl.Expr:
+    """Epoch-scale start times to Int64 ns without passing through Float64.
+
+    Cells look like `1717575960208020.758\\t`, `"1717575960208020.758\\t"`, `542118179416190`
+    (CANN 5.x, ns) or a spreadsheet's `5.42118E+14`; only the last goes through Float64,
+    which is as precise as the mangled text anyway.
+    """
+    s = pl.col(col).str.strip_chars("\t\"' \r")
+    parts = s.str.split_exact(".", 1)
+    digits = len(str(unit_ns)) - 1
+    whole = parts.struct.field("field_0").cast(pl.Int64, strict=False) * unit_ns
+    if digits:
+        frac = (
+            parts.struct.field("field_1")
+            .fill_null("")
+            .str.pad_end(digits, "0")
+            .str.slice(0, digits)
+            .cast(pl.Int64, strict=False)
+        )
+        exact = whole + frac
+    else:
+        exact = whole
+    exponent = (s.cast(pl.Float64, strict=False) * unit_ns).round(0).cast(pl.Int64, strict=False)
+    return pl.when(s.str.contains("[eE]")).then(exponent).otherwise(exact)
+
+
+def _cast(spec: ColumnSpec, src: str) -> pl.Expr:
+    col = pl.col(src)
+    if spec.kind == "str":
+        return col.str.strip_chars().alias(spec.name)
+    if spec.kind == "list":
+        # Shape cells keep their own quotes after CSV decoding: `"81920,4096;8192,512"`.
+        return col.str.strip_chars('"\t ').alias(spec.name)
+    if spec.kind == "int":
+        # Float64 first: spreadsheets write ids as `4.29E+09`; ids fit in 2^53.
+        return col.cast(pl.Float64).cast(pl.Int64).alias(spec.name)
+    if spec.kind == "float":
+        return col.cast(pl.Float64).alias(spec.name)
+    if spec.kind == "start":
+        return start_to_ns(src, START_UNITS[src.strip()]).alias(spec.name)
+    raise ValueError(spec.kind)
+
+
+def read_table(
+    paths: Sequence[Path],
+    specs: Sequence[ColumnSpec],
+    *,
+    what: str,
+    extra_as_float: bool,
+) -> tuple[pl.DataFrame, list[str]]:
+    """Read one logical table (slices concatenated in order) into canonical columns.
+
+    Returns the frame and the names of the extra (unknown) headers that were kept as Float64
+    (PMU counters) when `extra_as_float` is set; otherwise extra headers are dropped.
+    """
+    header = read_header(paths[0])
+    for path in paths:
+        this = read_header(path) if path is not paths[0] else header
+        if this != header:
+            raise ProfileError(
+                f"{path}: its columns differ from {paths[0].name}; slices of one export must "
+                "share a header"
+            )
+        _check_body(path, header)
+    matched, extra = match_columns(paths[0], header, specs, what)
+    schema: dict[str, pl.DataType] = {}
+    for name in header:
+        spec = matched.get(name)
+        if spec is None:
+            schema[name] = pl.Float64() if extra_as_float else pl.String()
+        elif spec.kind in ("int", "float"):
+            schema[name] = pl.Float64()
+        else:
+            schema[name] = pl.String()
+    if len(set(header)) != len(header):
+        dup = sorted({h for h in header if header.count(h) > 1})
+        raise ProfileError(f"{paths[0]}: duplicate column(s) {', '.join(dup)}")
+    df = _read_polars(paths, header, schema)
+    exprs = [_cast(spec, name) for name, spec in matched.items()]
+    kept_extra = [name for name in extra if name.strip()] if extra_as_float else []
+    exprs += [pl.col(name).alias(name.strip()) for name in kept_extra]
+    df = df.select(exprs)
+    start = next((s.name for s in matched.values() if s.kind == "start"), None)
+    if start is not None:
+        _check_starts(paths, df, start, next(n for n, s in matched.items() if s.kind == "start"))
+    return df, [n.strip() for n in kept_extra]
+
+
+def _check_starts(paths: Sequence[Path], df: pl.DataFrame, col: str, header: str) -> None:
+    bad = df.select(pl.col(col).is_null().arg_max()).item() if df[col].null_count() else None
+    if bad is not None:
+        raise ProfileError(
+            f"{paths[0]}: column {header!r} has an empty or unreadable start time on data row "
+            f"{bad + 1}; the file is damaged, export it again"
+        )
+
+
+def sniff_kind(path: Path) -> str:
+    """'tasks', 'statistic' or 'unknown' from a CSV file's header alone."""
+    try:
+        header = {h.strip() for h in read_header(path)}
+    except ProfileError:
+        return "unknown"
+    if header & {"Task Duration(us)", "Duration(us)"} and header & {"OP Type", "Type"}:
+        return "tasks"
+    if {"OP Type", "Core Type", "Ratio(%)"} <= header:
+        return "statistic"
+    return "unknown"
+

@@ -1,0 +1,327 @@
+"""Where the files are: captures, cards and the file set of each, for every export layout.
+
+Only names and folder structure are looked at here (no file is parsed), so discovery of a
+folder with GBs of exports is instant. See FORMATS.md section 1 for the layouts.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .csv_table import sniff_kind
+from .errors import ProfileError
+
+PROF_RE = re.compile(r"^PROF_\d{6}_(\d{17})_\w+$")
+DEVICE_RE = re.compile(r"^device_(\d+)$")
+# <kind>[_<ids>][_slice_<k>][_<YYYYmmddHHMMSS>].<ext>, e.g. op_summary_slice_0_20240605100000.csv,
+# op_summary_0_1_1_20230905213000.csv, msprof_0_2_1.json, kernel_details.csv.
+FILE_RE = re.compile(
+    r"^(?P<kind>op_summary|op_statistic|msprof|kernel_details|trace_view)"
+    r"(?P<rest>(?:_[0-9A-Za-z]+)*)\.(?P<ext>csv|json)$"
+)
+KIND_OF = {
+    "op_summary": "tasks",
+    "kernel_details": "tasks",
+    "op_statistic": "statistic",
+    "msprof": "timeline",
+    "trace_view": "timeline",
+}
+PADDLE_SUFFIX = ".paddle_trace.json"
+TORCH_DIR_RE = re.compile(r"_ascend_(pt|ms)$")
+_MAX_DEPTH = 4
+
+
+@dataclass(frozen=True)
+class Source:
+    """The files of one card (or of all cards, for a merged Era B export)."""
+
+    card: str | None  # None: the files say which card each row is (Device_id, NPU labels)
+    tasks: tuple[Path, ...] = ()
+    statistic: tuple[Path, ...] = ()
+    timeline: tuple[Path, ...] = ()
+
+    @property
+    def files(self) -> tuple[Path, ...]:
+        return self.tasks + self.statistic + self.timeline
+
+
+@dataclass(frozen=True)
+class Capture:
+    name: str
+    path: Path
+    layout: str  # era_b | era_a | torch_npu | mindspore | paddle | file
+    sources: tuple[Source, ...]
+    stamp: str = ""  # sortable capture time, newest first
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def files(self) -> tuple[Path, ...]:
+        return tuple(p for s in self.sources for p in s.files)
+
+
+def _parse_name(name: str) -> tuple[str, tuple[str, ...], int, str] | None:
+    """(kind, ids, slice index, timestamp) of an export file name, or None."""
+    m = FILE_RE.match(name)
+    if not m:
+        return None
+    kind = m.group("kind")
+    if (m.group("ext") == "json") != (KIND_OF[kind] == "timeline"):
+        return None
+    tokens = [t for t in m.group("rest").split("_") if t]
+    slice_k, stamp, ids = 0, "", []
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if tok == "slice" and i + 1 < len(tokens) and tokens[i + 1].isdigit():
+            slice_k = int(tokens[i + 1])
+            i += 2
+            continue
+        if len(tok) == 14 and tok.isdigit():
+            stamp = tok
+        elif tok.isdigit():
+            ids.append(tok)
+        else:
+            return None
+        i += 1
+    return KIND_OF[kind], tuple(ids), slice_k, stamp
+
+
+def pick_files(folder: Path) -> dict[str, tuple[Path, ...]]:
+    """Per kind, the files to read in order: newest export per stem, slices in order.
+
+    Stems that differ by ids (Era A model/iteration files) are all kept, in id order.
+    """
+    groups: dict[tuple[str, tuple[str, ...]], dict[str, list[tuple[int, Path]]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
+    try:
+        entries = list(os.scandir(folder))
+    except PermissionError:
+        raise ProfileError(f"{folder}: permission denied; make the folder readable") from None
+    for entry in entries:
+        if not entry.is_file():
+            continue
+        parsed = _parse_name(entry.name)
+        if parsed is None:
+            continue
+        kind, ids, slice_k, stamp = parsed
+        groups[(kind, ids)][stamp].append((slice_k, Path(entry.path)))
+    out: dict[str, list[Path]] = defaultdict(list)
+    for (kind, ids) in sorted(groups, key=lambda k: (k[0], [int(i) for i in k[1]])):
+        by_stamp = groups[(kind, ids)]
+        newest = max(by_stamp)
+        out[kind].extend(p for _, p in sorted(by_stamp[newest]))
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def _source(card: str | None, *folders: Path) -> Source | None:
+    found: dict[str, tuple[Path, ...]] = {}
+    for folder in folders:
+        if folder.is_dir():
+            for kind, paths in pick_files(folder).items():
+                found[kind] = found.get(kind, ()) + paths
+    if not found:
+        return None
+    return Source(
+        card=card,
+        tasks=found.get("tasks", ()),
+        statistic=found.get("statistic", ()),
+        timeline=found.get("timeline", ()),
+    )
+
+
+def _device_source(device_dir: Path) -> Source | None:
+    m = DEVICE_RE.match(device_dir.name)
+    card = m.group(1) if m else "0"
+    return _source(card, device_dir / "summary", device_dir / "timeline", device_dir)
+
+
+def _prof_capture(prof: Path) -> Capture | None:
+    m = PROF_RE.match(prof.name)
+    stamp = m.group(1) if m else ""
+    merged = prof / "mindstudio_profiler_output"
+    src = _source(None, merged) if merged.is_dir() else None
+    if src is not None:
+        return Capture(prof.name, prof, "era_b", (src,), stamp)
+    devices = sorted(
+        (d for d in _subdirs(prof) if DEVICE_RE.match(d.name)),
+        key=lambda d: int(DEVICE_RE.match(d.name).group(1)),
+    )
+    sources = tuple(s for s in (_device_source(d) for d in devices) if s is not None)
+    if sources:
+        return Capture(prof.name, prof, "era_a", sources, stamp)
+    return None
+
+
+def _torch_card(pt_dir: Path, index: int) -> str:
+    for f in pt_dir.glob("profiler_info_*.json"):
+        rank = f.stem.rsplit("_", 1)[-1]
+        if rank.isdigit():
+            return rank
+    return str(index)
+
+
+def _torch_capture(pt_dirs: list[Path], root: Path) -> Capture | None:
+    sources = []
+    layout = "torch_npu"
+    for i, pt in enumerate(sorted(pt_dirs)):
+        if pt.name.endswith("_ascend_ms"):
+            layout = "mindspore"
+        out = pt / "ASCEND_PROFILER_OUTPUT" if pt.name != "ASCEND_PROFILER_OUTPUT" else pt
+        src = _source(_torch_card(pt, i), out)
+        if src is not None:
+            sources.append(src)
+    if not sources:
+        return None
+    cards = [s.card for s in sources]
+    if len(set(cards)) != len(cards):  # ranks unknown or clashing: number them in order
+        sources = [Source(str(i), s.tasks, s.statistic, s.timeline) for i, s in enumerate(sources)]
+    stamp = max((str(int(p.stat().st_mtime)) for p in pt_dirs), default="")
+    return Capture(root.name, root, layout, tuple(sources), stamp)
+
+
+def _paddle_capture(traces: list[Path], root: Path) -> Capture:
+    sources = tuple(Source(str(i), timeline=(t,)) for i, t in enumerate(sorted(traces)))
+    stamp = max(t.name for t in traces)
+    return Capture(root.name, root, "paddle", sources, stamp)
+
+
+def _subdirs(folder: Path) -> list[Path]:
+    try:
+        return sorted(Path(e.path) for e in os.scandir(folder) if e.is_dir(follow_symlinks=False))
+    except PermissionError:
+        raise ProfileError(f"{folder}: permission denied; make the folder readable") from None
+    except OSError:
+        return []
+
+
+def _file_capture(path: Path) -> Capture:
+    name = path.name
+    if name.endswith(PADDLE_SUFFIX):
+        return _paddle_capture([path], path)
+    if path.suffix == ".json":
+        return Capture(name, path, "file", (Source(None, timeline=(path,)),), name)
+    if path.suffix.lower() == ".csv":
+        kind = sniff_kind(path)
+        if kind == "unknown":
+            parsed = _parse_name(name)
+            kind = parsed[0] if parsed else "unknown"
+        if kind == "tasks":
+            return Capture(name, path, "file", (Source(_card_from_path(path), tasks=(path,)),), name)
+        if kind == "statistic":
+            return Capture(name, path, "file", (Source(_card_from_path(path), statistic=(path,)),), name)
+        # Let the reader say what is wrong with the header.
+        return Capture(name, path, "file", (Source(_card_from_path(path), tasks=(path,)),), name)
+    raise ProfileError(
+        f"{path}: not a profile file; expected an op_summary / op_statistic / kernel_details "
+        "CSV, an msprof / trace_view JSON or a *.paddle_trace.json"
+    )
+
+
+def _card_from_path(path: Path) -> str | None:
+    for parent in path.parents:
+        m = DEVICE_RE.match(parent.name)
+        if m:
+            return m.group(1)
+    return None
+
+
+def _scan(folder: Path, depth: int, found: dict[str, list]) -> None:
+    """Collect PROF folders, torch_npu outputs, export folders and Paddle traces below."""
+    name = folder.name
+    if PROF_RE.match(name) or (folder / "mindstudio_profiler_output").is_dir():
+        cap = _prof_capture(folder)
+        if cap is not None:
+            found["prof"].append(cap)
+        else:
+            found["raw"].append(folder)
+        return
+    if TORCH_DIR_RE.search(name) or name == "ASCEND_PROFILER_OUTPUT":
+        found["torch"].append(folder)
+        return
+    if DEVICE_RE.match(name):
+        src = _device_source(folder)
+        if src is not None:
+            found["device"].append((folder, src))
+        return
+    if name == "mindstudio_profiler_output":
+        src = _source(None, folder)
+        if src is not None:
+            found["merged"].append((folder, src))
+        return
+    try:
+        entries = list(os.scandir(folder))
+    except PermissionError:
+        raise ProfileError(f"{folder}: permission denied; make the folder readable") from None
+    except OSError:
+        return
+    for entry in entries:
+        if entry.is_file() and entry.name.endswith(PADDLE_SUFFIX):
+            found["paddle"].append(Path(entry.path))
+    loose = _source(_card_from_path(folder / "_"), folder) if depth == 0 else None
+    if loose is not None:
+        found["merged"].append((folder, loose))
+    if depth >= _MAX_DEPTH:
+        return
+    for entry in sorted(entries, key=lambda e: e.name):
+        if entry.is_dir(follow_symlinks=False) and not entry.name.startswith("."):
+            _scan(Path(entry.path), depth + 1, found)
+
+
+def discover(path: str | os.PathLike) -> list[Capture]:
+    """Every capture at or below `path`, newest first."""
+    root = Path(path).expanduser()
+    if not root.exists():
+        raise ProfileError(f"{root}: no such file or folder")
+    if root.is_file():
+        return [_file_capture(root)]
+    if not os.access(root, os.R_OK | os.X_OK):
+        raise ProfileError(f"{root}: permission denied; make the folder readable")
+    found: dict[str, list] = defaultdict(list)
+    _scan(root, 0, found)
+    captures: list[Capture] = list(found["prof"])
+    if found["torch"]:
+        cap = _torch_capture(found["torch"], root)
+        if cap is not None:
+            captures.append(cap)
+    for folder, src in found["merged"]:
+        era = "era_b" if folder.name == "mindstudio_profiler_output" else "file"
+        if src.card is not None:
+            era = "era_a"
+        parent = folder.parent if folder.name == "mindstudio_profiler_output" else folder
+        captures.append(Capture(parent.name, parent, era, (src,), _stamp_of(src)))
+    if found["device"]:
+        devices = found["device"]
+        parent = devices[0][0].parent
+        captures.append(
+            Capture(parent.name, parent, "era_a", tuple(s for _, s in devices), _stamp_of(devices[0][1]))
+        )
+    if found["paddle"]:
+        captures.append(_paddle_capture(found["paddle"], root))
+    if not captures:
+        raw = found["raw"]
+        if raw:
+            raise ProfileError(
+                f"{raw[0]}: raw data only, nothing exported; run `msprof --export=on "
+                f"--output={raw[0]}` first"
+            )
+        raise ProfileError(
+            f"{root}: no profile data found (looked for PROF_* folders, "
+            "mindstudio_profiler_output/, device_N/summary|timeline, *_ascend_pt/, "
+            "op_summary*.csv, op_statistic*.csv, msprof*.json, kernel_details.csv, "
+            "trace_view.json, *.paddle_trace.json)"
+        )
+    captures.sort(key=lambda c: c.stamp, reverse=True)
+    return captures
+
+
+def _stamp_of(src: Source) -> str:
+    for p in src.files:
+        parsed = _parse_name(p.name)
+        if parsed and parsed[3]:
+            return parsed[3]
+    return ""
