@@ -22,7 +22,8 @@ from .columns import EVENT_SCHEMA
 from .csv_table import start_to_ns
 from .errors import ProfileError
 
-_NPU_LABEL = re.compile(r"NPU\s*(\d+)")
+# `NPU 3` in Era B merged exports; torch_npu writes a bare `NPU` (one card per output).
+_NPU_LABEL = re.compile(r"NPU\s*(\d*)")
 
 
 @contextmanager
@@ -70,21 +71,27 @@ def _events_of(path: Path, data: object) -> list:
     )
 
 
-def _num_or_str(values: list) -> tuple[pl.Series, pl.Series]:
-    """Split a list of str/number/None into a string and a float series."""
-    strs = [v if v.__class__ is str else None for v in values]
-    nums = [v if v.__class__ in (int, float) else None for v in values]
-    return pl.Series(strs, dtype=pl.String), pl.Series(nums, dtype=pl.Float64, strict=False)
-
-
 def _time_ns(values: list, name: str) -> pl.Series:
-    """Trace times (us) to Int64 ns: strings keep every digit, numbers go through Float64."""
-    strs, nums = _num_or_str(values)
-    frame = pl.DataFrame({"s": strs, "n": nums})
+    """Trace times (us) to Int64 ns without losing digits at epoch scale.
+
+    Strings (Era B, torch_npu) and ints (Paddle) are exact; only float values (Era A device
+    clock, durations) pass through Float64, which is how the file stored them anyway.
+    """
+    strs = [v if v.__class__ is str else None for v in values]
+    ints = [v if v.__class__ is int else None for v in values]
+    floats = [v if v.__class__ is float else None for v in values]
+    frame = pl.DataFrame(
+        {
+            "s": pl.Series(strs, dtype=pl.String),
+            "i": pl.Series(ints, dtype=pl.Int64),
+            "f": pl.Series(floats, dtype=pl.Float64),
+        }
+    )
     return frame.select(
         pl.coalesce(
             start_to_ns("s", 1000),
-            (pl.col("n") * 1000).round(0).cast(pl.Int64),
+            pl.col("i") * 1000,
+            (pl.col("f") * 1000).round(0).cast(pl.Int64),
         ).alias(name)
     ).to_series()
 
@@ -183,7 +190,7 @@ def _resolve(df: pl.DataFrame, meta: dict, card: str | None) -> pl.DataFrame:
     for pid, label in labels.items():
         m = _NPU_LABEL.search(label)
         if m:
-            npu[pid] = m.group(1)
+            npu[pid] = m.group(1) or "0"
     if card is not None:
         host_card = card
         pid_card = {pid: card for pid in proc}
