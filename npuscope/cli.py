@@ -37,7 +37,38 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument(
         "--no-timeline", action="store_true", help="skip the timeline JSON (faster on GB timelines)"
     )
+    report = sub.add_parser(
+        "report",
+        help="diagnose a profile: findings, op statistics, longest tasks and waits",
+        description=(
+            "Diagnose the profile at PATH (default: the bundled demo) and print the findings "
+            "(by time at stake), op statistics, the longest tasks and the longest waits with "
+            "their cause. JSON follows the npuscope.report/1 schema. Exit 0, or 2 on bad input."
+        ),
+    )
+    report.add_argument("path", nargs="?", help="profile folder or file (default: the bundled demo)")
+    report.add_argument("--card", default="all", help="card id, or all (default)")
+    report.add_argument(
+        "--format", choices=("text", "markdown", "json"), default="text", help="output format (default text)"
+    )
+    report.add_argument("--top", type=_positive, default=10, help="rows per table (default 10)")
+    report.add_argument("--rules", metavar="FILE", help="TOML file overriding rule thresholds")
+    report.add_argument(
+        "--op", metavar="NAME", help="print the op report of this Op Name, OP Type or #ROW instead"
+    )
+    report.add_argument("--capture", help="which capture to open when PATH holds several (name or index)")
+    report.add_argument("--no-cache", action="store_true", help="parse from scratch and write no cache entry")
     return parser
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,6 +84,10 @@ def main(argv: list[str] | None = None) -> int:
             from .inspect_cmd import run_inspect
 
             return run_inspect(args)
+        if args.command == "report":
+            from .report_cmd import run_report
+
+            return run_report(args)
     except ProfileError as exc:
         print(f"npuscope: {exc}", file=sys.stderr)
         return 2

@@ -1,0 +1,51 @@
+"""What the diagnosis engine hands to the report and the explorer: immutable findings."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SEVERITIES = ("critical", "warning", "info")
+CONFIDENCES = ("evidence", "suspected")
+
+# The task fields a finding's evidence rows carry, so the UI can jump to them.
+EVIDENCE_FIELDS = (
+    "op_name", "op_type", "task_type", "start_us", "duration_us", "wait_us",
+    "input_shapes", "input_dtypes",
+)
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule: str
+    severity: str
+    title: str
+    card: str
+    op_types: tuple[str, ...]
+    op_names: tuple[str, ...]
+    count: int
+    time_us: float
+    share_pct: float
+    advice: str
+    confidence: str = "evidence"
+    evidence: tuple[dict[str, Any], ...] = field(default=())
+    threshold: str = ""
+
+    def __post_init__(self) -> None:
+        if self.severity not in SEVERITIES:
+            raise ValueError(f"severity {self.severity!r}")
+        if self.confidence not in CONFIDENCES:
+            raise ValueError(f"confidence {self.confidence!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["op_types"] = list(self.op_types)
+        d["op_names"] = list(self.op_names)
+        d["evidence"] = [dict(e) for e in self.evidence]
+        return d
+
+
+def order(findings: list[Finding]) -> list[Finding]:
+    """By time at stake, then severity, then rule, for a stable display."""
+    rank = {s: i for i, s in enumerate(SEVERITIES)}
+    return sorted(findings, key=lambda f: (-f.time_us, rank[f.severity], f.rule, f.op_types))

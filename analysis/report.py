@@ -1,0 +1,163 @@
+"""The report contract (`npuscope.report/1`) and its text and markdown renderings.
+
+`build_report` is the single source: JSON is this dict as it is, text and markdown render it,
+so the three formats can never disagree.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from npuscope.parsers import Profile
+
+from .diagnose import Diagnosis
+
+SCHEMA = "npuscope.report/1"
+ROW_KEYS = (
+    "op_name", "op_type", "task_type", "start_us", "duration_us", "wait_us",
+    "input_shapes", "input_dtypes",
+)
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float):
+        return round(value, 3)
+    return value
+
+
+def _rows(frame: pl.DataFrame, keys: tuple[str, ...]) -> list[dict[str, Any]]:
+    return [{k: _clean(v) for k, v in row.items()} for row in frame.select(list(keys)).iter_rows(named=True)]
+
+
+def card_summary(profile: Profile, tasks: pl.DataFrame, card: str) -> dict[str, Any]:
+    t = tasks.filter(pl.col("card") == card)
+    return {
+        "tasks": t.height,
+        "compute_us": round(float(t["duration_us"].sum() or 0.0), 3),
+        "wait_us": round(float(t["wait_us"].sum() or 0.0), 3),
+        "span_us": round(profile.span_ns(card) / 1000, 3),
+        "op_types": int(t["op_type"].n_unique()) if t.height else 0,
+    }
+
+
+def build_report(profile: Profile, diagnosis: Diagnosis, *, top: int = 10) -> dict[str, Any]:
+    cards = []
+    for card in diagnosis.cards:
+        t = diagnosis.tasks.filter(pl.col("card") == card)
+        stat = profile.op_statistic.filter(pl.col("card") == card).sort(
+            ["total_us", "op_type"], descending=[True, False]
+        )
+        cards.append(
+            {
+                "card": card,
+                "summary": card_summary(profile, diagnosis.tasks, card),
+                "op_statistic": _rows(
+                    stat,
+                    ("op_type", "core_type", "count", "total_us", "min_us", "avg_us", "max_us", "ratio_pct"),
+                ),
+                "top_duration": _rows(t.sort("duration_us", descending=True).head(top), ROW_KEYS),
+                "top_wait": _rows(
+                    t.sort("wait_us", descending=True).head(top), (*ROW_KEYS, "wait_cause")
+                ),
+                "findings": [
+                    {k: _clean(v) for k, v in f.to_dict().items()}
+                    for f in diagnosis.for_card(card)
+                ],
+            }
+        )
+    return {
+        "schema": SCHEMA,
+        "top": top,
+        "source": {
+            "path": str(profile.path.resolve()),
+            "layout": profile.layout,
+            "era": profile.era,
+            "capture": profile.capture.name,
+            "files": [str(p) for p in profile.files],
+        },
+        "thresholds": {k: getattr(diagnosis.thresholds, k) for k in diagnosis.thresholds.__dataclass_fields__},
+        "cards": cards,
+    }
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:,.3f}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return str(v)
+
+
+def _table(headers: list[str], rows: list[list[Any]], numeric: set[int]) -> list[str]:
+    cells = [[_fmt(v) for v in r] for r in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    def line(vals: list[str]) -> str:
+        return "  ".join(v.rjust(widths[i]) if i in numeric else v.ljust(widths[i]) for i, v in enumerate(vals)).rstrip()
+    return [line(headers), line(["-" * w for w in widths])] + [line(r) for r in cells]
+
+
+def _md_table(headers: list[str], rows: list[list[Any]], numeric: set[int]) -> list[str]:
+    out = ["| " + " | ".join(headers) + " |"]
+    out.append("|" + "|".join("---:" if i in numeric else "---" for i in range(len(headers))) + "|")
+    for r in rows:
+        out.append("| " + " | ".join(_fmt(v).replace("|", "\\|") for v in r) + " |")
+    return out
+
+
+SEVERITY_MARK = {"critical": "CRIT", "warning": "WARN", "info": "INFO"}
+
+
+def render(report: dict[str, Any], fmt: str) -> str:
+    md = fmt == "markdown"
+    table = _md_table if md else _table
+    out: list[str] = []
+    src = report["source"]
+    out.append(("# npuscope report: " if md else "npuscope report: ") + src["capture"])
+    out.append(f"{src['path']}  ({src['layout']}, {src['era']})")
+    for card in report["cards"]:
+        s = card["summary"]
+        out.append("")
+        out.append(("## " if md else "== ") + f"card {card['card']}" + ("" if md else " =="))
+        out.append(
+            f"{s['tasks']:,} tasks, {s['op_types']:,} op types; compute {s['compute_us']:,.1f} us, "
+            f"wait {s['wait_us']:,.1f} us, span {s['span_us']:,.1f} us"
+        )
+        out.append("")
+        out.append("### Findings" if md else "Findings (by time at stake)")
+        if not card["findings"]:
+            out.append("none")
+        for f in card["findings"]:
+            sev = SEVERITY_MARK[f["severity"]]
+            conf = "" if f["confidence"] == "evidence" else " (suspected)"
+            at_stake = f"{f['time_us']:,.0f} us" if f["time_us"] else "-"
+            if md:
+                out.append(f"- **{sev}** `{f['rule']}`: {f['title']}{conf}. At stake: {at_stake}. {f['advice']}")
+            else:
+                out.append(f"  [{sev}] {f['rule']}: {f['title']}{conf}")
+                out.append(f"         at stake {at_stake}; {f['advice']}")
+        out.append("")
+        out.append("### Op statistics" if md else "Op statistics")
+        rows = [
+            [r["op_type"], r["core_type"], r["count"], r["total_us"], r["avg_us"], r["max_us"], r["ratio_pct"]]
+            for r in card["op_statistic"][: report["top"]]
+        ]
+        out += table(["OP Type", "Core Type", "Count", "Total(us)", "Avg(us)", "Max(us)", "Ratio(%)"], rows, {2, 3, 4, 5, 6})
+        out.append("")
+        out.append("### Longest tasks" if md else "Longest tasks")
+        rows = [
+            [r["op_name"], r["op_type"], r["task_type"], r["start_us"], r["duration_us"], r["wait_us"], r["input_shapes"], r["input_dtypes"]]
+            for r in card["top_duration"]
+        ]
+        out += table(["Op Name", "OP Type", "Task Type", "Start(us)", "Duration(us)", "Wait(us)", "Input Shapes", "Input Dtypes"], rows, {3, 4, 5})
+        out.append("")
+        out.append("### Longest waits" if md else "Longest waits")
+        rows = [
+            [r["op_name"], r["op_type"], r["start_us"], r["wait_us"], r["wait_cause"], r["duration_us"], r["input_shapes"]]
+            for r in card["top_wait"]
+        ]
+        out += table(["Op Name", "OP Type", "Start(us)", "Wait(us)", "Cause", "Duration(us)", "Input Shapes"], rows, {2, 3, 5})
+    return "\n".join(out) + "\n"

@@ -1,0 +1,374 @@
+"""The diagnosis rules: each turns one card's frames into findings with a few polars
+expressions (no Python loop over rows), so a 2M-row profile is diagnosed in well under the
+time it takes to load."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import polars as pl
+
+from npuscope.parsers.columns import COMMUNICATION_TASK_TYPES
+
+from .findings import EVIDENCE_FIELDS, Finding
+from .thresholds import Thresholds
+
+MATRIX_TYPES = r"^(MatMul|BatchMatMul|Conv|FlashAttention)"
+MATRIX_CORES = ("AI_CORE", "MIX_AIC")
+
+ADVICE = {
+    "dominant_warning": (
+        "A non-matrix op type dominating compute often means repeated recompilation: try "
+        "FLAGS_npu_jit_compile=false and compare, and check why the model calls it so often."
+    ),
+    "dominant_info": (
+        "Matrix compute dominating is expected in matrix-heavy models; look at its shapes and "
+        "dtypes only if the share grows between runs."
+    ),
+    "long_task": (
+        "Check how the model calls this op and the adaptation layer; if the call is right, "
+        "report it to the operator team with its shape and dtype (op report: `report --op`)."
+    ),
+    "duration_outlier": (
+        "A few calls are far slower than the rest: compare their shapes and dtypes with the "
+        "typical call; a new shape or format (TransData around it) is the usual reason."
+    ),
+    "ai_cpu": (
+        "AI_CPU runs on the NPU's general-purpose cores and is slow: usually a dtype AI_CORE "
+        "does not support (float64 / int64 inputs: cast to float32 / int32) or an op with no "
+        "AI_CORE kernel: replace it or move it out of the step."
+    ),
+    "recompilation": (
+        "Set FLAGS_npu_jit_compile=false, move to aclnn operators, and avoid dynamic shapes "
+        "(pad or bucket inputs to a few fixed shapes)."
+    ),
+    "host_op_wait": (
+        "The device waited for the host: find the op just before it in the calling code "
+        "(Paddle logs CPU fallbacks with GLOG_v=6), move it to the device or out of the step, "
+        "and avoid host synchronisation (.numpy(), .item(), print of tensors) in the step."
+    ),
+    "aclop_share": (
+        "aclop operators are compiled on first use and recompile when attributes change; "
+        "aclnn operators are usually faster: migrate the busiest aclop types first."
+    ),
+    "dynamic_shape": (
+        "Every op runs with OP State dynamic: fixed input shapes (padding, bucketing) let ops "
+        "run static and avoid recompilation."
+    ),
+    "data_gaps": "Capture again with the missing data to confirm what is only suspected here.",
+}
+
+
+@dataclass(frozen=True)
+class CardData:
+    """One card's frames, as the rules see them."""
+
+    card: str
+    tasks: pl.DataFrame  # canonical tasks + wait_cause, wait_confidence, start_us
+    stat: pl.DataFrame
+    has_timeline: bool
+    compile_events: int
+    statistic_derived: bool
+    pmu: bool
+
+    @property
+    def compute_us(self) -> float:
+        return float(self.tasks["duration_us"].sum() or 0.0)
+
+    @property
+    def wait_us(self) -> float:
+        return float(self.tasks["wait_us"].sum() or 0.0)
+
+
+def evidence(rows: pl.DataFrame, by: str, n: int) -> tuple[dict, ...]:
+    cols = [c for c in (*EVIDENCE_FIELDS, "wait_cause", "row") if c in rows.columns]
+    top = rows.sort(by, descending=True, nulls_last=True).head(n).select(cols)
+    return tuple(top.iter_rows(named=True))
+
+
+def _share(part: float, whole: float) -> float:
+    return round(100.0 * part / whole, 3) if whole > 0 else 0.0
+
+
+def _per_type(rows: pl.DataFrame, value: str) -> list[tuple[str, int, float]]:
+    grouped = (
+        rows.group_by("op_type")
+        .agg(pl.len().alias("n"), pl.col(value).sum().alias("t"))
+        .sort(["t", "op_type"], descending=[True, False])
+    )
+    return [(r[0], int(r[1]), float(r[2])) for r in grouped.iter_rows()]
+
+
+def _names(rows: pl.DataFrame, op_type: str, limit: int = 5) -> tuple[str, ...]:
+    names = rows.filter(pl.col("op_type") == op_type)["op_name"].unique(maintain_order=True)
+    return tuple(names.head(limit).to_list())
+
+
+def dominant_op_type(d: CardData, th: Thresholds) -> list[Finding]:
+    out = []
+    big = d.stat.filter(pl.col("ratio_pct") >= th.dominant_ratio_pct)
+    for row in big.iter_rows(named=True):
+        matrix = bool(re.match(MATRIX_TYPES, row["op_type"] or "")) and row["core_type"] in MATRIX_CORES
+        of_type = d.tasks.filter(pl.col("op_type") == row["op_type"])
+        out.append(
+            Finding(
+                rule="dominant_op_type",
+                severity="info" if matrix else "warning",
+                title=f"{row['op_type']} ({row['core_type']}) takes {row['ratio_pct']:.1f}% of compute",
+                card=d.card,
+                op_types=(row["op_type"],),
+                op_names=_names(of_type, row["op_type"]),
+                count=int(row["count"]),
+                time_us=float(row["total_us"]),
+                share_pct=float(row["ratio_pct"]),
+                advice=ADVICE["dominant_info" if matrix else "dominant_warning"],
+                evidence=evidence(of_type, "duration_us", th.evidence_rows),
+                threshold=f"Ratio(%) >= {th.dominant_ratio_pct:g}",
+            )
+        )
+    return out
+
+
+def long_task(d: CardData, th: Thresholds) -> list[Finding]:
+    long = d.tasks.filter(pl.col("duration_us") > th.long_task_us)
+    out = []
+    for op_type, n, total in _per_type(long, "duration_us"):
+        rows = long.filter(pl.col("op_type") == op_type)
+        out.append(
+            Finding(
+                rule="long_task",
+                severity="warning",
+                title=f"{n} {op_type} task(s) longer than {th.long_task_us:g} us",
+                card=d.card,
+                op_types=(op_type,),
+                op_names=_names(rows, op_type),
+                count=n,
+                time_us=total,
+                share_pct=_share(total, d.compute_us),
+                advice=ADVICE["long_task"],
+                evidence=evidence(rows, "duration_us", th.evidence_rows),
+                threshold=f"Task Duration > {th.long_task_us:g} us",
+            )
+        )
+    return out
+
+
+def duration_outlier(d: CardData, th: Thresholds) -> list[Finding]:
+    flagged = d.stat.filter(
+        (pl.col("count") >= th.outlier_min_calls)
+        & (pl.col("max_us") >= th.outlier_max_over_avg * pl.col("avg_us"))
+        & (pl.col("avg_us") > 0)
+    )
+    out = []
+    for row in flagged.iter_rows(named=True):
+        rows = d.tasks.filter(
+            (pl.col("op_type") == row["op_type"])
+            & (pl.col("task_type") == row["core_type"])
+            & (pl.col("duration_us") >= th.outlier_max_over_avg * row["avg_us"])
+        )
+        excess = float((rows["duration_us"] - row["avg_us"]).sum() or 0.0)
+        out.append(
+            Finding(
+                rule="duration_outlier",
+                severity="warning",
+                title=(
+                    f"{row['op_type']}: max {row['max_us']:,.1f} us is "
+                    f"{row['max_us'] / row['avg_us']:.0f}x its average"
+                ),
+                card=d.card,
+                op_types=(row["op_type"],),
+                op_names=_names(rows, row["op_type"]),
+                count=max(rows.height, 1),
+                time_us=excess,
+                share_pct=_share(excess, d.compute_us),
+                advice=ADVICE["duration_outlier"],
+                evidence=evidence(rows, "duration_us", th.evidence_rows),
+                threshold=(
+                    f"Count >= {th.outlier_min_calls} and Max >= "
+                    f"{th.outlier_max_over_avg:g} x Avg"
+                ),
+            )
+        )
+    return out
+
+
+def ai_cpu(d: CardData, th: Thresholds) -> list[Finding]:
+    slow = d.tasks.filter((pl.col("task_type") == "AI_CPU") & (pl.col("duration_us") > th.ai_cpu_us))
+    out = []
+    for op_type, n, total in _per_type(slow, "duration_us"):
+        rows = slow.filter(pl.col("op_type") == op_type)
+        dtypes = rows["input_dtypes"].drop_nulls().unique().sort().head(3).to_list()
+        out.append(
+            Finding(
+                rule="ai_cpu",
+                severity="warning",
+                title=f"{op_type} runs on AI_CPU: {n} task(s) over {th.ai_cpu_us:g} us"
+                + (f" (inputs {', '.join(dtypes)})" if dtypes else ""),
+                card=d.card,
+                op_types=(op_type,),
+                op_names=_names(rows, op_type),
+                count=n,
+                time_us=total,
+                share_pct=_share(total, d.compute_us),
+                advice=ADVICE["ai_cpu"],
+                evidence=evidence(rows, "duration_us", th.evidence_rows),
+                threshold=f"AI_CPU Task Duration > {th.ai_cpu_us:g} us",
+            )
+        )
+    return out
+
+
+def _wait_findings(d: CardData, th: Thresholds, cause: str, rule: str, title: str) -> list[Finding]:
+    rows_all = d.tasks.filter(pl.col("wait_cause") == cause)
+    out = []
+    for op_type, n, total in _per_type(rows_all, "wait_us"):
+        rows = rows_all.filter(pl.col("op_type") == op_type)
+        suspected = (rows["wait_confidence"] == "suspected").any()
+        extra = ""
+        if rule == "recompilation" and d.compile_events:
+            extra = f"; {d.compile_events} aclopCompileAndExecute calls on the host"
+        out.append(
+            Finding(
+                rule=rule,
+                severity="warning",
+                title=title.format(n=n, op_type=op_type, total=total) + extra,
+                card=d.card,
+                op_types=(op_type,),
+                op_names=_names(rows, op_type),
+                count=n,
+                time_us=total,
+                share_pct=_share(total, d.wait_us),
+                advice=ADVICE[rule],
+                confidence="suspected" if suspected else "evidence",
+                evidence=evidence(rows, "wait_us", th.evidence_rows),
+                threshold=f"Task Wait Time >= {th.long_wait_us:g} us",
+            )
+        )
+    return out
+
+
+def recompilation(d: CardData, th: Thresholds) -> list[Finding]:
+    out = _wait_findings(
+        d, th, "recompilation", "recompilation",
+        "{n} long wait(s) before {op_type} from recompilation ({total:,.0f} us)",
+    )
+    if not out and d.compile_events >= th.compile_events:
+        out.append(
+            Finding(
+                rule="recompilation",
+                severity="warning",
+                title=f"{d.compile_events} aclopCompileAndExecute calls on the host",
+                card=d.card,
+                op_types=(),
+                op_names=(),
+                count=d.compile_events,
+                time_us=0.0,
+                share_pct=0.0,
+                advice=ADVICE["recompilation"],
+                threshold=f">= {th.compile_events} aclopCompileAndExecute events",
+            )
+        )
+    return out
+
+
+def host_op_wait(d: CardData, th: Thresholds) -> list[Finding]:
+    return _wait_findings(
+        d, th, "host_op", "host_op_wait",
+        "{n} long wait(s) before {op_type} while the host ran something else ({total:,.0f} us)",
+    )
+
+
+def aclop_share(d: CardData, th: Thresholds) -> list[Finding]:
+    compute = d.tasks.filter(
+        ~pl.col("task_type").is_in([*COMMUNICATION_TASK_TYPES, "CPU"]).fill_null(False)
+    )
+    if compute.height == 0:  # host-only traces (Paddle on CPU) have no aclop / aclnn
+        return []
+    aclop = compute.filter(~pl.col("is_aclnn"))
+    aclop_t = float(aclop["duration_us"].sum() or 0.0)
+    aclnn_n = compute.height - aclop.height
+    types = [t for t, _, _ in _per_type(aclop, "duration_us")]
+    return [
+        Finding(
+            rule="aclop_share",
+            severity="info",
+            title=(
+                f"aclop: {aclop.height:,} call(s), {_share(aclop_t, d.compute_us):.1f}% of compute; "
+                f"aclnn: {aclnn_n:,} call(s)"
+            ),
+            card=d.card,
+            op_types=tuple(types[:10]),
+            op_names=(),
+            count=aclop.height,
+            time_us=aclop_t,
+            share_pct=_share(aclop_t, d.compute_us),
+            advice=ADVICE["aclop_share"],
+            evidence=evidence(aclop, "duration_us", th.evidence_rows),
+            threshold="informational",
+        )
+    ]
+
+
+def dynamic_shape(d: CardData, th: Thresholds) -> list[Finding]:
+    states = d.tasks["op_state"].drop_nulls()
+    if states.len() == 0 or not (states == "dynamic").all():
+        return []
+    return [
+        Finding(
+            rule="dynamic_shape",
+            severity="info",
+            title=f"All {states.len():,} tasks with an OP State run dynamic",
+            card=d.card,
+            op_types=(),
+            op_names=(),
+            count=states.len(),
+            time_us=0.0,
+            share_pct=100.0,
+            advice=ADVICE["dynamic_shape"],
+            threshold="every OP State = dynamic",
+        )
+    ]
+
+
+def data_gaps(d: CardData, th: Thresholds) -> list[Finding]:
+    gaps = []
+    if not d.has_timeline:
+        gaps.append("no timeline: wait causes are only suspected, host-side ops cannot be shown")
+    if d.tasks.height and d.tasks["op_state"].null_count() == d.tasks.height:
+        gaps.append("no OP State values (CANN < 8.0.RC1 or a host trace): dynamic shapes cannot be seen")
+    if not d.pmu:
+        gaps.append("no PMU columns: core utilisation is unknown")
+    if d.statistic_derived:
+        gaps.append("op_statistic derived from the tasks")
+    if not gaps:
+        return []
+    return [
+        Finding(
+            rule="data_gaps",
+            severity="info",
+            title="What this capture cannot show: " + "; ".join(gaps),
+            card=d.card,
+            op_types=(),
+            op_names=(),
+            count=len(gaps),
+            time_us=0.0,
+            share_pct=0.0,
+            advice=ADVICE["data_gaps"],
+            confidence="evidence",
+            threshold="informational",
+        )
+    ]
+
+
+RULES = (
+    dominant_op_type,
+    long_task,
+    duration_outlier,
+    ai_cpu,
+    recompilation,
+    host_op_wait,
+    aclop_share,
+    dynamic_shape,
+    data_gaps,
+)

@@ -1,0 +1,86 @@
+"""Rule thresholds: defaults from the domain notes, overridable from a TOML file.
+
+```toml
+[thresholds]
+dominant_ratio_pct = 40.0
+long_task_us = 1000.0
+```
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+
+from npuscope.parsers import ProfileError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    dominant_ratio_pct: float = 40.0
+    """op_statistic Ratio(%) at or above which a type dominates its card."""
+    long_task_us: float = 1000.0
+    """Task Duration above which a task deserves a look."""
+    outlier_min_calls: int = 5
+    """Calls an op type needs before Max/Avg is meaningful."""
+    outlier_max_over_avg: float = 10.0
+    """Max >= this x Avg flags a duration outlier."""
+    ai_cpu_us: float = 20.0
+    """AI_CPU tasks longer than this are flagged (MindStudio Insight and msprof-analyze)."""
+    long_wait_us: float = 500.0
+    """Task Wait Time at or above which a wait gets a cause."""
+    compile_cover: float = 0.5
+    """Share of a device gap a compile API must cover to call it recompilation."""
+    compile_events: int = 20
+    """aclopCompileAndExecute host events at which recompilation is a problem."""
+    evidence_rows: int = 5
+    """Worst rows kept as evidence per finding."""
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Thresholds":
+        path = Path(path)
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ProfileError(f"{path}: rules file not found") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ProfileError(f"{path}: cannot read the rules file ({exc})") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ProfileError(f"{path}: invalid TOML: {exc}") from None
+        table = data.get("thresholds", data)
+        known = {f.name: f for f in fields(cls)}
+        unknown = sorted(set(table) - set(known))
+        if unknown:
+            raise ProfileError(
+                f"{path}: unknown threshold(s) {', '.join(unknown)}; known: {', '.join(known)}"
+            )
+        values = {}
+        for name, value in table.items():
+            want = int if known[name].type in (int, "int") else float
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ProfileError(f"{path}: {name} must be a number, got {value!r}")
+            values[name] = want(value)
+        return replace(cls(), **values)
+
+
+def documented_defaults() -> list[tuple[str, object, str]]:
+    """(name, default, meaning) for the README and `report --help`."""
+    import ast
+    import inspect
+
+    src = inspect.getsource(Thresholds)
+    tree = ast.parse(src)
+    docs: dict[str, str] = {}
+    body = tree.body[0].body
+    for i, node in enumerate(body):
+        if isinstance(node, ast.AnnAssign) and i + 1 < len(body):
+            nxt = body[i + 1]
+            if isinstance(nxt, ast.Expr) and isinstance(getattr(nxt, "value", None), ast.Constant):
+                docs[node.target.id] = str(nxt.value.value)
+    return [(f.name, f.default, docs.get(f.name, "")) for f in fields(Thresholds)]
