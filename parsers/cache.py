@@ -27,7 +27,8 @@ def default_dir() -> Path:
     if env:
         return Path(env).expanduser()
     xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    # The XDG spec: a relative path is invalid and must be ignored.
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
     return base / "npuscope"
 
 
@@ -93,8 +94,10 @@ class FrameCache:
             frame.write_parquet(tmp, compression="zstd", compression_level=1, metadata={_KEY: key})
             os.replace(tmp, entry)
             tmp = None
-        except OSError as exc:
-            self.problems.append(f"cache not written ({self.root}: {exc.strerror or exc})")
+        except (OSError, pl.exceptions.PolarsError) as exc:
+            # polars reports a full disk as a ComputeError; either way the load goes on.
+            reason = getattr(exc, "strerror", None) or str(exc).splitlines()[0]
+            self.problems.append(f"cache not written ({self.root}: {reason})")
         finally:
             if tmp is not None:
                 try:

@@ -8,6 +8,7 @@ columns (start times, quoted shapes) are fixed with vectorised expressions.
 from __future__ import annotations
 
 import csv
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -53,7 +54,10 @@ def _check_body(path: Path, header: list[str]) -> None:
     # A header-only file: the header is the last (only) non-empty line.
     body = [ln for ln in lines if ln.strip()]
     if size <= _TAIL_BYTES and len(body) <= 1:
-        raise ProfileError(f"{path}: has a header but no data rows; the capture recorded nothing")
+        raise ProfileError(
+            f"{path}: has a header but no data rows; the capture recorded nothing: capture a "
+            "longer window or check that the job ran on the NPU"
+        )
     if tail.endswith(b"\n"):
         return
     last = body[-1].decode("utf-8", "replace")
@@ -105,6 +109,23 @@ def _line_at(path: Path, offset: int) -> int:
         return fh.read(offset).count(b"\n") + 1
 
 
+_PARSE_ERROR = re.compile(r"could not parse `(.*?)` as dtype `[^`]+` at column '(.*?)'")
+
+
+def _line_of_value(path: Path, header: list[str], column: str, value: str) -> int | None:
+    """The line holding a bad cell: error path only, so a plain scan is fine."""
+    try:
+        col = header.index(column)
+    except ValueError:
+        return None
+    with open(path, newline="", encoding="utf-8", errors="replace") as fh:
+        reader = csv.reader(fh)
+        for row in reader:
+            if len(row) > col and row[col] == value and reader.line_num > 1:
+                return reader.line_num
+    return None
+
+
 def match_columns(
     path: Path, header: Sequence[str], specs: Sequence[ColumnSpec], what: str
 ) -> tuple[dict[str, ColumnSpec], list[str]]:
@@ -150,7 +171,18 @@ def _read_polars(
             msg = str(exc).splitlines()[0]
             if "utf-8" in msg.lower() or "utf8" in msg.lower():
                 raise _utf8_error(path) from None
-            raise ProfileError(f"{path}: {msg}; the file does not look like an msprof export") from None
+            bad = _PARSE_ERROR.search(msg)
+            if bad:
+                value, column = bad.group(1), bad.group(2)
+                line = _line_of_value(path, header, column, value)
+                where = f" on line {line}" if line else ""
+                raise ProfileError(
+                    f"{path}: column {column!r} holds the non-numeric value {value!r}{where}; "
+                    "the file is damaged or edited: export it again"
+                ) from None
+            raise ProfileError(
+                f"{path}: {msg}; the file does not look like an msprof export: export it again"
+            ) from None
         except pl.exceptions.NoDataError:
             raise ProfileError(f"{path}: the file is empty; re-export the profile with msprof") from None
         except PermissionError:

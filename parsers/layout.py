@@ -63,6 +63,22 @@ class Capture:
         return tuple(p for s in self.sources for p in s.files)
 
 
+def _is_dir(path: Path) -> bool:
+    """`Path.is_dir` that treats an unreadable parent as 'no' (it raises before Python 3.13)."""
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
+
+
+def _readable(folder: Path) -> bool:
+    return os.access(folder, os.R_OK | os.X_OK)
+
+
+def _denied(folder: Path) -> ProfileError:
+    return ProfileError(f"{folder}: permission denied; make the folder readable (chmod +rx)")
+
+
 def _parse_name(name: str) -> tuple[str, tuple[str, ...], int, str] | None:
     """(kind, ids, slice index, timestamp) of an export file name, or None."""
     m = FILE_RE.match(name)
@@ -101,7 +117,7 @@ def pick_files(folder: Path) -> dict[str, tuple[Path, ...]]:
     try:
         entries = list(os.scandir(folder))
     except PermissionError:
-        raise ProfileError(f"{folder}: permission denied; make the folder readable") from None
+        raise _denied(folder) from None
     for entry in entries:
         if not entry.is_file():
             continue
@@ -121,7 +137,7 @@ def pick_files(folder: Path) -> dict[str, tuple[Path, ...]]:
 def _source(card: str | None, *folders: Path) -> Source | None:
     found: dict[str, tuple[Path, ...]] = {}
     for folder in folders:
-        if folder.is_dir():
+        if _is_dir(folder):
             for kind, paths in pick_files(folder).items():
                 found[kind] = found.get(kind, ()) + paths
     if not found:
@@ -141,10 +157,14 @@ def _device_source(device_dir: Path) -> Source | None:
 
 
 def _prof_capture(prof: Path) -> Capture | None:
+    if not _readable(prof):
+        raise _denied(prof)
     m = PROF_RE.match(prof.name)
     stamp = m.group(1) if m else ""
     merged = prof / "mindstudio_profiler_output"
-    src = _source(None, merged) if merged.is_dir() else None
+    if _is_dir(merged) and not _readable(merged):
+        raise _denied(merged)
+    src = _source(None, merged) if _is_dir(merged) else None
     if src is not None:
         return Capture(prof.name, prof, "era_b", (src,), stamp)
     devices = sorted(
@@ -172,6 +192,8 @@ def _torch_capture(pt_dirs: list[Path], root: Path) -> Capture | None:
         if pt.name.endswith("_ascend_ms"):
             layout = "mindspore"
         out = pt / "ASCEND_PROFILER_OUTPUT" if pt.name != "ASCEND_PROFILER_OUTPUT" else pt
+        if not _readable(pt) or (_is_dir(out) and not _readable(out)):
+            raise _denied(out if _readable(pt) else pt)
         src = _source(_torch_card(pt, i), out)
         if src is not None:
             sources.append(src)
@@ -194,7 +216,7 @@ def _subdirs(folder: Path) -> list[Path]:
     try:
         return sorted(Path(e.path) for e in os.scandir(folder) if e.is_dir(follow_symlinks=False))
     except PermissionError:
-        raise ProfileError(f"{folder}: permission denied; make the folder readable") from None
+        raise _denied(folder) from None
     except OSError:
         return []
 
@@ -233,7 +255,11 @@ def _card_from_path(path: Path) -> str | None:
 def _scan(folder: Path, depth: int, found: dict[str, list]) -> None:
     """Collect PROF folders, torch_npu outputs, export folders and Paddle traces below."""
     name = folder.name
-    if PROF_RE.match(name) or (folder / "mindstudio_profiler_output").is_dir():
+    if depth > 0 and not _readable(folder) and not PROF_RE.match(name):
+        # An unrelated unreadable folder (lost+found) must not hide the captures beside it.
+        found["unreadable"].append(folder)
+        return
+    if PROF_RE.match(name) or _is_dir(folder / "mindstudio_profiler_output"):
         cap = _prof_capture(folder)
         if cap is not None:
             found["prof"].append(cap)
@@ -256,7 +282,7 @@ def _scan(folder: Path, depth: int, found: dict[str, list]) -> None:
     try:
         entries = list(os.scandir(folder))
     except PermissionError:
-        raise ProfileError(f"{folder}: permission denied; make the folder readable") from None
+        raise _denied(folder) from None
     except OSError:
         return
     for entry in entries:
@@ -275,12 +301,20 @@ def _scan(folder: Path, depth: int, found: dict[str, list]) -> None:
 def discover(path: str | os.PathLike) -> list[Capture]:
     """Every capture at or below `path`, newest first."""
     root = Path(path).expanduser()
-    if not root.exists():
-        raise ProfileError(f"{root}: no such file or folder")
+    try:
+        exists = root.exists()
+    except PermissionError:
+        parent = next((p for p in root.parents if not _readable(p)), root.parent)
+        raise _denied(parent) from None
+    if not exists:
+        blocked = next((p for p in reversed(root.parents) if p.exists() and not _readable(p)), None)
+        if blocked is not None:
+            raise _denied(blocked)
+        raise ProfileError(f"{root}: no such file or folder; check the path")
     if root.is_file():
         return [_file_capture(root)]
-    if not os.access(root, os.R_OK | os.X_OK):
-        raise ProfileError(f"{root}: permission denied; make the folder readable")
+    if not _readable(root):
+        raise _denied(root)
     found: dict[str, list] = defaultdict(list)
     _scan(root, 0, found)
     captures: list[Capture] = list(found["prof"])
@@ -302,6 +336,8 @@ def discover(path: str | os.PathLike) -> list[Capture]:
         )
     if found["paddle"]:
         captures.append(_paddle_capture(found["paddle"], root))
+    if not captures and found["unreadable"]:
+        raise _denied(found["unreadable"][0])
     if not captures:
         raw = found["raw"]
         if raw:
@@ -313,7 +349,8 @@ def discover(path: str | os.PathLike) -> list[Capture]:
             f"{root}: no profile data found (looked for PROF_* folders, "
             "mindstudio_profiler_output/, device_N/summary|timeline, *_ascend_pt/, "
             "op_summary*.csv, op_statistic*.csv, msprof*.json, kernel_details.csv, "
-            "trace_view.json, *.paddle_trace.json)"
+            "trace_view.json, *.paddle_trace.json up to 4 levels down); point npuscope at "
+            "an exported profile"
         )
     captures.sort(key=lambda c: c.stamp, reverse=True)
     return captures

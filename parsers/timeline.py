@@ -50,6 +50,14 @@ def load_json(path: Path) -> object:
         with _gc_paused():
             return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as bad:
+            line = data.count(b"\n", 0, bad.start) + 1
+            raise ProfileError(
+                f"{path}: line {line} is not UTF-8 text (byte {bad.start}); re-export the "
+                "timeline or convert it to UTF-8"
+            ) from None
         pos = getattr(exc, "pos", None)
         where = f" at byte {pos} of {len(data)} (line {exc.lineno})" if pos is not None else ""
         if pos is not None and pos >= len(data.rstrip()) - 1:
@@ -57,18 +65,25 @@ def load_json(path: Path) -> object:
                 f"{path}: the JSON ends too early{where}; the file was truncated, export or "
                 "copy it again"
             ) from None
-        raise ProfileError(f"{path}: invalid JSON{where}: {exc.msg}") from None
+        raise ProfileError(
+            f"{path}: invalid JSON{where}: {exc.msg}; export or copy the file again"
+        ) from None
 
 
 def _events_of(path: Path, data: object) -> list:
+    events = None
     if isinstance(data, list):
-        return data
-    if isinstance(data, dict) and isinstance(data.get("traceEvents"), list):
-        return data["traceEvents"]
-    raise ProfileError(
-        f"{path}: not a Chrome-trace timeline (expected a JSON array of events or an object "
-        "with 'traceEvents')"
-    )
+        events = data
+    elif isinstance(data, dict) and isinstance(data.get("traceEvents"), list):
+        events = data["traceEvents"]
+    # A trace event always has a phase; an array of other objects is some other JSON.
+    if events is None or (events and not any(isinstance(e, dict) and "ph" in e for e in events[:1000])):
+        raise ProfileError(
+            f"{path}: not a Chrome-trace timeline (expected a JSON array of events with a 'ph' "
+            "field, or an object with 'traceEvents'); point npuscope at an msprof_*.json, "
+            "trace_view.json or *.paddle_trace.json"
+        )
+    return events
 
 
 def _time_ns(values: list, name: str) -> pl.Series:

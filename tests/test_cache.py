@@ -1,0 +1,630 @@
+"""The Parquet frame cache: hits, rebuilds, foreign and corrupt entries, atomic writes, the
+switches that turn it off, where it lives, and read-only profile folders.
+
+Every test copies the tiny golden sample (3 op_summary rows, 2 op_statistic rows, 25
+timeline events) into tmp_path, so mtimes can be changed freely. The Parquet entries are
+told apart by their columns: tasks have `start_ns`, events `ts_ns`, op_statistic `ratio_pct`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import functools
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+from npuscope.parsers import FrameCache, ProfileError, open_profile
+from npuscope.parsers.cache import _KEY, default_dir
+
+MSOUT = "mindstudio_profiler_output"
+OP_SUMMARY = "op_summary_20240605100000.csv"
+GOLDEN_DURATIONS = [151.0, 15.0, 0.0]
+GOLDEN_FIRST_START_NS = 1717575960208020758
+ENTRY_NAME = re.compile(r"[0-9a-f]{32}\.parquet")
+KIND_COLUMN = {"tasks": "start_ns", "events": "ts_ns", "statistic": "ratio_pct"}
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+@pytest.fixture
+def golden(tmp_path, samples) -> Path:
+    dst = tmp_path / "golden"
+    shutil.copytree(samples / "msprof_golden", dst)
+    return dst
+
+
+def entries(cache: Path) -> list[Path]:
+    return sorted(cache.iterdir()) if cache.exists() else []
+
+
+def entry_of(cache: Path, kind: str) -> Path:
+    col = KIND_COLUMN[kind]
+    found = [p for p in entries(cache) if col in pl.read_parquet_schema(p)]
+    assert len(found) == 1, (kind, [p.name for p in entries(cache)])
+    return found[0]
+
+
+def assert_only_complete_entries(cache: Path, count: int | None = None) -> None:
+    names = [p.name for p in entries(cache)]
+    assert all(ENTRY_NAME.fullmatch(n) for n in names), f"stray or temp files: {names}"
+    if count is not None:
+        assert len(names) == count, names
+
+
+def snapshot(root: Path) -> dict[str, tuple]:
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            p = Path(dirpath, name)
+            st = p.lstat()
+            out[str(p.relative_to(root))] = (st.st_mode, st.st_size if stat.S_ISREG(st.st_mode) else None,
+                                             st.st_mtime_ns)
+    st = root.lstat()
+    out["."] = (st.st_mode, st.st_mtime_ns)
+    return out
+
+
+def assert_same_profile(a, b) -> None:
+    assert_frame_equal(a.tasks, b.tasks)
+    assert_frame_equal(a.op_statistic, b.op_statistic)
+    assert_frame_equal(a.events, b.events)
+
+
+def assert_golden_values(prof, durations=GOLDEN_DURATIONS) -> None:
+    assert prof.tasks["duration_us"].to_list() == durations
+    assert prof.tasks["start_ns"][0] == GOLDEN_FIRST_START_NS
+    assert prof.op_statistic["op_type"].to_list() == ["RmsNormTactic", "ArgMaxV2"]
+    assert prof.events.height == 25
+
+
+def bump_mtime(path: Path, seconds: int = 10) -> None:
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + seconds * 1_000_000_000))
+
+
+# --------------------------------------------------------------------------- hits
+
+
+def test_second_open_is_a_hit_with_equal_frames(golden, cache_dir):
+    first_cache = FrameCache(cache_dir)
+    first = open_profile(golden, cache=first_cache)
+    assert (first_cache.hits, first_cache.misses) == (0, 3)
+    assert_only_complete_entries(cache_dir, 3)
+    assert_golden_values(first)
+    mtimes = {p.name: p.stat().st_mtime_ns for p in entries(cache_dir)}
+
+    second_cache = FrameCache(cache_dir)  # a fresh object: the hit comes from disk
+    second = open_profile(golden, cache=second_cache)
+    assert (second_cache.hits, second_cache.misses) == (3, 0)
+    assert second_cache.problems == []
+    assert_same_profile(first, second)
+    assert_golden_values(second)
+    assert {p.name: p.stat().st_mtime_ns for p in entries(cache_dir)} == mtimes, "a hit rewrote entries"
+
+
+@pytest.mark.parametrize("sample", ["msprof_golden", "torch_npu_ascend_pt", "cann5x_device_summary", "paddle_cpu"])
+def test_cached_frames_round_trip_every_layout(sample, samples, cache_dir):
+    a, b = FrameCache(cache_dir), FrameCache(cache_dir)
+    first = open_profile(samples / sample, cache=a)
+    second = open_profile(samples / sample, cache=b)
+    assert a.hits == 0 and a.misses > 0
+    assert (b.hits, b.misses) == (a.misses, 0)
+    assert_frame_equal(first.tasks, second.tasks)
+    assert_frame_equal(first.op_statistic, second.op_statistic)
+    if first.events is None:
+        assert second.events is None
+    else:
+        assert_frame_equal(first.events, second.events)
+
+
+def test_hit_does_not_call_build(tmp_path, cache_dir):
+    src = tmp_path / "op_summary_1.csv"
+    src.write_text("x\n")
+    calls = []
+
+    def build():
+        calls.append(1)
+        return pl.DataFrame({"a": [1, 2, 3]})
+
+    cache = FrameCache(cache_dir)
+    first = cache.load_or_build("tasks", [src], build)
+    second = FrameCache(cache_dir).load_or_build("tasks", [src], build)
+    assert len(calls) == 1
+    assert_frame_equal(first, second)
+    # Another kind or another card is another entry.
+    FrameCache(cache_dir).load_or_build("statistic", [src], build)
+    FrameCache(cache_dir).load_or_build("tasks", [src], build, "3")
+    assert len(calls) == 3
+    assert_only_complete_entries(cache_dir, 3)
+
+
+# --------------------------------------------------------------------------- rebuilds
+
+
+def test_changed_source_same_size_newer_mtime_is_rebuilt(golden, cache_dir):
+    open_profile(golden, cache=FrameCache(cache_dir))
+    f = golden / MSOUT / OP_SUMMARY
+    data = f.read_bytes()
+    assert data.count(b",151.000,") == 1
+    f.write_bytes(data.replace(b",151.000,", b",999.000,"))  # same size
+    bump_mtime(f)
+
+    cache = FrameCache(cache_dir)
+    prof = open_profile(golden, cache=cache)
+    assert (cache.hits, cache.misses) == (2, 1)  # only the tasks entry is rebuilt
+    assert_golden_values(prof, [999.0, 15.0, 0.0])
+    # The new values are what the cache now holds.
+    again = FrameCache(cache_dir)
+    assert open_profile(golden, cache=again).tasks["duration_us"].to_list() == [999.0, 15.0, 0.0]
+    assert (again.hits, again.misses) == (3, 0)
+
+
+def test_changed_source_other_size_same_mtime_is_rebuilt(golden, cache_dir):
+    open_profile(golden, cache=FrameCache(cache_dir))
+    f = golden / MSOUT / OP_SUMMARY
+    st = f.stat()
+    f.write_bytes(f.read_bytes().replace(b",151.000,", b",1234.500,"))
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))  # mtime put back: only the size differs
+    cache = FrameCache(cache_dir)
+    prof = open_profile(golden, cache=cache)
+    assert cache.misses == 1
+    assert prof.tasks["duration_us"].to_list() == [1234.5, 15.0, 0.0]
+
+
+def _warm(golden: Path, cache_dir: Path):
+    prof = open_profile(golden, cache=FrameCache(cache_dir))
+    entry = entry_of(cache_dir, "tasks")
+    key = pl.read_parquet_metadata(entry)[_KEY]
+    return prof, entry, key
+
+
+@pytest.mark.parametrize("metadata", ["other_key", "no_metadata", "empty_key"])
+def test_foreign_entry_is_rebuilt_not_trusted(metadata, golden, cache_dir):
+    prof, entry, key = _warm(golden, cache_dir)
+    # A decoy with the right schema and wrong values: if it were trusted, the test would see -1.
+    decoy = prof.tasks.with_columns(pl.lit(-1.0).alias("duration_us"))
+    meta = {"other_key": {_KEY: "f" * 64}, "no_metadata": None, "empty_key": {_KEY: ""}}[metadata]
+    entry.unlink()
+    decoy.write_parquet(entry, metadata=meta)
+
+    cache = FrameCache(cache_dir)
+    again = open_profile(golden, cache=cache)
+    assert (cache.hits, cache.misses) == (2, 1)
+    assert_golden_values(again)
+    assert_frame_equal(again.tasks, prof.tasks)
+    assert pl.read_parquet_metadata(entry)[_KEY] == key, "the foreign entry was not replaced"
+    assert pl.read_parquet(entry)["duration_us"].to_list() == GOLDEN_DURATIONS
+    assert_only_complete_entries(cache_dir, 3)
+
+
+@pytest.mark.parametrize("damage", ["garbage", "zero_bytes", "truncated", "parquet_magic_only"])
+def test_corrupt_entry_is_rebuilt_with_correct_values(damage, golden, cache_dir):
+    prof, entry, key = _warm(golden, cache_dir)
+    good = entry.read_bytes()
+    bad = {
+        "garbage": b"\x00not a parquet file\xff" * 50,
+        "zero_bytes": b"",
+        "truncated": good[: len(good) // 2],
+        "parquet_magic_only": b"PAR1" + b"\x00" * 64 + b"PAR1",
+    }[damage]
+    entry.write_bytes(bad)
+
+    cache = FrameCache(cache_dir)
+    again = open_profile(golden, cache=cache)
+    assert (cache.hits, cache.misses) == (2, 1)
+    assert_golden_values(again)
+    assert_same_profile(prof, again)
+    assert any(entry.name in p for p in cache.problems), cache.problems
+    assert pl.read_parquet_metadata(entry)[_KEY] == key
+    assert_only_complete_entries(cache_dir, 3)
+
+
+# --------------------------------------------------------------------------- atomic writes
+
+
+def test_writes_leave_only_complete_entries(golden, cache_dir):
+    open_profile(golden, cache=FrameCache(cache_dir))
+    assert_only_complete_entries(cache_dir, 3)
+    for p in entries(cache_dir):
+        assert len(pl.read_parquet_metadata(p)[_KEY]) == 64
+
+
+def test_failing_write_keeps_the_load_and_leaves_no_temp_file(golden, cache_dir, monkeypatch):
+    reference = open_profile(golden, cache=FrameCache(enabled=False))
+    written = []
+
+    def failing_write(self, file, *args, **kwargs):
+        Path(file).write_bytes(b"PAR1 half a file")  # a partial write, then the disk fills up
+        written.append(Path(file))
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(pl.DataFrame, "write_parquet", failing_write)
+    cache = FrameCache(cache_dir)
+    prof = open_profile(golden, cache=cache)
+    assert_same_profile(prof, reference)
+    assert len(written) == 3
+    assert all(p.parent == cache_dir for p in written)
+    assert entries(cache_dir) == [], [p.name for p in entries(cache_dir)]
+    assert len(cache.problems) == 3 and all("cache not written" in p for p in cache.problems)
+    assert any("cache not written" in n for n in prof.notes)
+    # Nothing was cached, so the next open builds again.
+    monkeypatch.undo()
+    nxt = FrameCache(cache_dir)
+    open_profile(golden, cache=nxt)
+    assert (nxt.hits, nxt.misses) == (0, 3)
+
+
+def _write_to_dev_full(monkeypatch):
+    """Make every Parquet write hit a full disk for real (ENOSPC from /dev/full)."""
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full to simulate a full disk")
+    original = pl.DataFrame.write_parquet
+
+    def to_full_disk(self, file, *args, **kwargs):
+        return original(self, "/dev/full", *args, **kwargs)
+
+    monkeypatch.setattr(pl.DataFrame, "write_parquet", to_full_disk)
+
+
+def test_full_disk_leaves_no_temp_file(golden, cache_dir, monkeypatch):
+    _write_to_dev_full(monkeypatch)
+    try:
+        open_profile(golden, cache=FrameCache(cache_dir))
+    except Exception:  # noqa: BLE001 - whether the load survives is the next test's business
+        pass
+    assert entries(cache_dir) == [], [p.name for p in entries(cache_dir)]
+
+
+def test_full_disk_does_not_break_the_load(golden, cache_dir, monkeypatch):
+    reference = open_profile(golden, cache=FrameCache(enabled=False))
+    _write_to_dev_full(monkeypatch)
+    cache = FrameCache(cache_dir)
+    prof = open_profile(golden, cache=cache)
+    assert_same_profile(prof, reference)
+    assert any("cache not written" in p for p in cache.problems)
+
+
+def test_failing_rename_leaves_no_temp_file(golden, tmp_path):
+    learn = tmp_path / "learn"
+    open_profile(golden, cache=FrameCache(learn))
+    names = [p.name for p in entries(learn)]
+    assert len(names) == 3
+    blocked = tmp_path / "blocked"
+    for n in names:  # a folder squats on every entry path: the rename into place fails
+        (blocked / n).mkdir(parents=True)
+    cache = FrameCache(blocked)
+    prof = open_profile(golden, cache=cache)
+    assert_golden_values(prof)
+    assert sorted(p.name for p in entries(blocked)) == sorted(names)
+    assert all(p.is_dir() and not any(p.iterdir()) for p in entries(blocked))
+    assert len(cache.problems) == 3
+
+
+def test_cache_dir_that_is_a_file_does_not_break_the_load(golden, tmp_path):
+    not_a_dir = tmp_path / "cachefile"
+    not_a_dir.write_bytes(b"x")
+    cache = FrameCache(not_a_dir)
+    prof = open_profile(golden, cache=cache)
+    assert_golden_values(prof)
+    assert not_a_dir.read_bytes() == b"x"
+    assert cache.problems
+
+
+# --------------------------------------------------------------------------- switched off
+
+
+def test_disabled_cache_reads_and_writes_nothing(golden, cache_dir, tmp_path):
+    open_profile(golden, cache=FrameCache(cache_dir))  # a valid entry it must not read either
+    root = tmp_path / "never"
+    for target in (root, cache_dir):
+        before = {p.name: p.stat().st_mtime_ns for p in entries(target)}
+        cache = FrameCache(target, enabled=False)
+        prof = open_profile(golden, cache=cache)
+        assert_golden_values(prof)
+        assert (cache.hits, cache.misses) == (0, 0)
+        assert {p.name: p.stat().st_mtime_ns for p in entries(target)} == before
+    assert not root.exists()
+
+
+def test_disabled_cache_builds_even_over_a_poisoned_entry(golden, cache_dir):
+    prof, entry, key = _warm(golden, cache_dir)
+    decoy = prof.tasks.with_columns(pl.lit(-1.0).alias("duration_us"))
+    decoy.write_parquet(entry, metadata={_KEY: key})  # right key, wrong values
+    assert open_profile(golden, cache=FrameCache(cache_dir)).tasks["duration_us"][0] == -1.0  # trusted
+    assert open_profile(golden, cache=FrameCache(cache_dir, enabled=False)).tasks[
+        "duration_us"
+    ].to_list() == GOLDEN_DURATIONS
+
+
+def _cli(args, cache: Path, cwd: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, NPUSCOPE_CACHE_DIR=str(cache), PYTHONDONTWRITEBYTECODE="1")
+    return subprocess.run(
+        [sys.executable, "-m", "npuscope", "inspect", *map(str, args)],
+        capture_output=True, text=True, cwd=cwd, env=env, timeout=120,
+    )
+
+
+def test_cli_no_cache_writes_nothing(golden, tmp_path):
+    cache = tmp_path / "cli-cache"
+    before = snapshot(golden)
+    proc = _cli([golden, "--no-cache"], cache, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"^0\s+3\s+1\s", proc.stdout, re.M), proc.stdout  # card 0: 3 tasks, 1 type
+    assert not cache.exists()
+    # Control: the same command without --no-cache does write the three entries.
+    proc = _cli([golden], cache, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert_only_complete_entries(cache, 3)
+    assert snapshot(golden) == before
+
+
+# --------------------------------------------------------------------------- where it lives
+
+
+def test_default_dir_honours_npuscope_cache_dir(monkeypatch, tmp_path):
+    monkeypatch.setenv("NPUSCOPE_CACHE_DIR", str(tmp_path / "mine"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))  # the specific one wins
+    assert default_dir() == tmp_path / "mine"
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("NPUSCOPE_CACHE_DIR", "~/npc")
+    assert default_dir() == tmp_path / "home" / "npc"
+
+
+def test_default_dir_honours_xdg_cache_home(monkeypatch, tmp_path):
+    monkeypatch.delenv("NPUSCOPE_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_dir() == tmp_path / "xdg" / "npuscope"
+    monkeypatch.setenv("NPUSCOPE_CACHE_DIR", "")  # empty means unset
+    assert default_dir() == tmp_path / "xdg" / "npuscope"
+
+
+def test_default_dir_falls_back_to_home_cache(monkeypatch, tmp_path):
+    monkeypatch.delenv("NPUSCOPE_CACHE_DIR", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert default_dir() == tmp_path / "home" / ".cache" / "npuscope"
+    monkeypatch.setenv("XDG_CACHE_HOME", "")
+    assert default_dir() == tmp_path / "home" / ".cache" / "npuscope"
+
+
+def test_default_dir_ignores_relative_xdg_cache_home(monkeypatch, tmp_path):
+    monkeypatch.delenv("NPUSCOPE_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert default_dir() == tmp_path / "home" / ".cache" / "npuscope"
+
+
+def test_open_profile_default_cache_uses_the_env_folders(golden, cache_dir, monkeypatch, tmp_path):
+    open_profile(golden)  # no cache given: FrameCache() at default_dir()
+    assert_only_complete_entries(cache_dir, 3)
+    monkeypatch.delenv("NPUSCOPE_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    open_profile(golden)
+    assert_only_complete_entries(tmp_path / "xdg" / "npuscope", 3)
+
+
+# --------------------------------------------------------------------------- read-only profile
+
+
+def make_read_only(root: Path) -> None:
+    for dirpath, dirnames, filenames in os.walk(root):
+        for n in filenames:
+            os.chmod(os.path.join(dirpath, n), 0o444)
+    for dirpath, dirnames, _ in os.walk(root, topdown=False):
+        for n in dirnames:
+            os.chmod(os.path.join(dirpath, n), 0o555)
+    root.chmod(0o555)
+
+
+def make_writable(root: Path) -> None:
+    root.chmod(0o755)
+    for dirpath, dirnames, filenames in os.walk(root):
+        for n in dirnames:
+            os.chmod(os.path.join(dirpath, n), 0o755)
+        for n in filenames:
+            os.chmod(os.path.join(dirpath, n), 0o644)
+
+
+def test_read_only_profile_folder_opens_with_cache(golden, cache_dir):
+    make_read_only(golden)
+    try:
+        before = snapshot(golden)
+        cache = FrameCache(cache_dir)
+        prof = open_profile(golden, cache=cache)
+        assert_golden_values(prof)
+        assert cache.problems == []
+        assert_only_complete_entries(cache_dir, 3)
+        hit = FrameCache(cache_dir)
+        assert_same_profile(prof, open_profile(golden, cache=hit))
+        assert hit.hits == 3
+        assert snapshot(golden) == before
+    finally:
+        make_writable(golden)
+
+
+# ------------------------------------------------------------- as an unprivileged process
+# Root ignores file modes, so the read-only and unwritable cases are also run in a process
+# that obeys them: `nobody` when it can start this interpreter, else root without the
+# CAP_DAC_OVERRIDE / CAP_DAC_READ_SEARCH capabilities (the interpreter may live under 0700
+# /root); a non-root user runs them in-process.
+
+CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, PR_CAPBSET_DROP = 1, 2, 24
+NOBODY = 65534
+
+OPEN_SNIPPET = r"""
+import json, sys, traceback
+from npuscope.parsers import FrameCache, ProfileError, open_profile
+try:
+    cache = FrameCache(sys.argv[2])
+    p = open_profile(sys.argv[1], cache=cache)
+except ProfileError as e:
+    out = {"outcome": "error", "message": str(e)}
+except BaseException:
+    out = {"outcome": "crash", "message": traceback.format_exc()}
+else:
+    out = {"outcome": "ok", "durations": p.tasks["duration_us"].to_list(),
+           "events": p.events.height, "hits": cache.hits, "misses": cache.misses,
+           "problems": cache.problems}
+print(json.dumps(out))
+"""
+
+
+def _drop_dac_caps() -> None:  # in the child, between fork and exec
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH):
+        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+
+def _env(cache: Path, home: Path) -> dict[str, str]:
+    return dict(os.environ, NPUSCOPE_CACHE_DIR=str(cache), HOME=str(home), PYTHONDONTWRITEBYTECODE="1")
+
+
+def _probe(kw: dict) -> str | None:
+    d = Path(tempfile.mkdtemp(dir="/tmp", prefix="npuscope-probe-"))
+    try:
+        d.chmod(0o755)
+        locked = d / "locked"
+        locked.write_text("x")
+        locked.chmod(0)
+        code = (
+            "import sys, npuscope.parsers\n"
+            "try:\n    open(sys.argv[1]).read()\nexcept PermissionError:\n    sys.exit(0)\n"
+            "sys.exit(3)\n"
+        )
+        try:
+            r = subprocess.run([sys.executable, "-c", code, str(locked)], capture_output=True,
+                               text=True, cwd=d, env=_env(d, d), timeout=120, **kw)
+        except (OSError, subprocess.SubprocessError) as exc:
+            return f"cannot start: {exc}"
+        if r.returncode == 3:
+            return "chmod 000 does not deny reads"
+        return None if r.returncode == 0 else (r.stderr.strip().splitlines() or ["failed"])[-1]
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@functools.cache
+def unprivileged_mode() -> tuple[str, dict, str]:
+    if os.geteuid() != 0:
+        d = Path(tempfile.mkdtemp(prefix="npuscope-probe-"))
+        try:
+            (d / "sub").mkdir()
+            (d / "sub").chmod(0o555)
+            try:
+                (d / "sub" / "x").write_text("x")
+            except PermissionError:
+                return "inprocess", {}, ""
+            return "skip", {}, "file modes do not bind this (privileged) user"
+        finally:
+            (d / "sub").chmod(0o755)
+            shutil.rmtree(d, ignore_errors=True)
+    nobody = {"user": NOBODY, "group": NOBODY, "extra_groups": []}
+    why_nobody = _probe(nobody)
+    if why_nobody is None:
+        return "nobody", nobody, ""
+    nocaps = {"preexec_fn": _drop_dac_caps}
+    why_nocaps = _probe(nocaps)
+    if why_nocaps is None:
+        return "nocaps", nocaps, ""
+    return "skip", {}, f"as nobody: {why_nobody}; as root without DAC caps: {why_nocaps}"
+
+
+@pytest.fixture
+def unpriv():
+    mode, kw, why = unprivileged_mode()
+    if mode == "skip":
+        pytest.skip(f"cannot run as an unprivileged process here: {why}")
+    return mode, kw
+
+
+@pytest.fixture
+def world_dir():
+    """A fresh folder under /tmp that `nobody` can traverse; removed afterwards."""
+    d = Path(tempfile.mkdtemp(dir="/tmp", prefix="npuscope-test-"))
+    d.chmod(0o755)
+    yield d
+    make_writable(d)
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def open_unprivileged(target: Path, cache: Path, mode: str, kw: dict, cwd: Path) -> dict:
+    if mode == "inprocess":
+        c = FrameCache(cache)
+        try:
+            p = open_profile(target, cache=c)
+        except ProfileError as e:
+            return {"outcome": "error", "message": str(e)}
+        except Exception:  # noqa: BLE001 - reported like the subprocess snippet does
+            return {"outcome": "crash", "message": traceback.format_exc()}
+        return {"outcome": "ok", "durations": p.tasks["duration_us"].to_list(),
+                "events": p.events.height, "hits": c.hits, "misses": c.misses, "problems": c.problems}
+    r = subprocess.run([sys.executable, "-c", OPEN_SNIPPET, str(target), str(cache)],
+                       capture_output=True, text=True, cwd=cwd, env=_env(cache, cwd), timeout=120, **kw)
+    assert r.returncode == 0 and r.stdout.strip(), r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def _profile_in(world_dir: Path, samples: Path) -> Path:
+    prof = world_dir / "profile"
+    shutil.copytree(samples / "msprof_golden", prof)
+    make_writable(prof)  # known modes whatever the umask
+    return prof
+
+
+def test_read_only_profile_folder_as_unprivileged_process(unpriv, world_dir, samples):
+    mode, kw = unpriv
+    prof = _profile_in(world_dir, samples)
+    make_read_only(prof)
+    cache = world_dir / "cache"
+    cache.mkdir()
+    cache.chmod(0o777)
+    before = snapshot(prof)
+
+    res = open_unprivileged(prof, cache, mode, kw, world_dir)
+    assert res["outcome"] == "ok", res["message"]
+    assert res["durations"] == GOLDEN_DURATIONS and res["events"] == 25
+    assert (res["hits"], res["misses"]) == (0, 3) and res["problems"] == []
+    assert_only_complete_entries(cache, 3)
+    res = open_unprivileged(prof, cache, mode, kw, world_dir)
+    assert (res["hits"], res["misses"]) == (3, 0), res
+    assert snapshot(prof) == before
+
+
+def test_unwritable_cache_dir_as_unprivileged_process(unpriv, world_dir, samples):
+    mode, kw = unpriv
+    prof = _profile_in(world_dir, samples)
+    cache = world_dir / "cache"
+    cache.mkdir()
+    cache.chmod(0o555)
+    before = snapshot(prof)
+
+    res = open_unprivileged(prof, cache, mode, kw, world_dir)
+    assert res["outcome"] == "ok", res["message"]
+    assert res["durations"] == GOLDEN_DURATIONS
+    assert res["misses"] == 3
+    assert len(res["problems"]) == 3 and all("cache not written" in p for p in res["problems"])
+    assert entries(cache) == [], [p.name for p in entries(cache)]  # no entry, no temp file
+    assert snapshot(prof) == before
+
+    # The CLI goes on too, and says why nothing was cached.
+    env = _env(cache, world_dir)
+    proc = subprocess.run([sys.executable, "-m", "npuscope", "inspect", str(prof)], capture_output=True,
+                          text=True, cwd=world_dir, env=env, timeout=120, **kw)
+    assert proc.returncode == 0, proc.stderr
+    assert "note      cache not written" in proc.stdout
+    assert entries(cache) == []
