@@ -39,7 +39,7 @@ def diagnose(
     events = profile.events
     if cards is not None:
         tasks = tasks.filter(pl.col("card").is_in(list(cards)))
-    tasks = attribute_waits(tasks, events, th).with_row_index("row")
+    tasks = attribute_waits(tasks, events, th, profile.steps).with_row_index("row")
     # Start relative to the card's first task: what the user reads on screen.
     tasks = tasks.with_columns(
         ((pl.col("start_ns") - pl.col("start_ns").min().over("card")) / 1000).alias("start_us")

@@ -18,7 +18,7 @@ CAUSES = ("expected", "recompilation", "host_op", "unexplained")
 COMPILE_PATTERN = r"Compile"
 # Host APIs that block the host on the device or copy memory: the host was not launching.
 SYNC_PATTERN = r"aclrtSynchronize|aclrtMemcpy|aclrtMemset|Synchronize|StreamWait|Memcpy"
-STEP_PATTERN = r"^ProfileStep#\d+"
+STEP_PATTERN = r"^Profiler?Step#\d+"
 
 
 def _gaps(tasks: pl.DataFrame, th: Thresholds) -> pl.DataFrame:
@@ -35,13 +35,21 @@ def _gaps(tasks: pl.DataFrame, th: Thresholds) -> pl.DataFrame:
     )
 
 
-def step_boundaries(tasks: pl.DataFrame, events: pl.DataFrame | None) -> pl.DataFrame:
-    """Times (card, ts_ns) where a training step starts, from whatever the data says.
+def step_boundaries(
+    tasks: pl.DataFrame, events: pl.DataFrame | None, steps: pl.DataFrame | None = None
+) -> pl.DataFrame:
+    """Times (card, ts_ns) where a training step ends or starts, from whatever the data says.
 
-    Sources: a change of `Step Id` between consecutive tasks (torch_npu), and
-    `ProfileStep#N` events in the timeline (Paddle, torch_npu).
+    Sources: step_trace (FP Start, Iteration End), a change of `Step Id` between consecutive
+    tasks (torch_npu), and `ProfileStep#N` / `ProfilerStep#N` timeline events.
     """
     parts = []
+    if steps is not None and steps.height:
+        parts.append(
+            steps.select("card", pl.concat_list("fp_start_ns", "iteration_end_ns").alias("ts_ns"))
+            .explode("ts_ns")
+            .drop_nulls()
+        )
     if tasks["step_id"].null_count() < tasks.height:
         parts.append(
             tasks.filter(
@@ -122,11 +130,14 @@ def _expected(gaps: pl.DataFrame, bounds: pl.DataFrame) -> pl.Series:
 
 
 def attribute_waits(
-    tasks: pl.DataFrame, events: pl.DataFrame | None, th: Thresholds
+    tasks: pl.DataFrame,
+    events: pl.DataFrame | None,
+    th: Thresholds,
+    steps: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """`tasks` plus `wait_cause` and `wait_confidence` (null below the long-wait threshold)."""
     gaps = _gaps(tasks, th)
-    expected = _expected(gaps, step_boundaries(tasks, events))
+    expected = _expected(gaps, step_boundaries(tasks, events, steps))
     has_timeline = events is not None and events.filter(
         pl.col("name").str.contains("@", literal=True)
     ).height > 0

@@ -62,7 +62,9 @@ def run_inspect(args: argparse.Namespace) -> int:
     out(f"tasks     from {prof.tasks_from}; op_statistic {'derived' if prof.statistic_derived else 'from file'}\n")
     out("files\n")
     for src in prof.capture.sources:
-        for kind, paths in (("tasks", src.tasks), ("statistic", src.statistic), ("timeline", src.timeline)):
+        for kind, paths in (
+            ("tasks", src.tasks), ("statistic", src.statistic), ("steps", src.steps), ("timeline", src.timeline)
+        ):
             for p in paths:
                 used = "" if p in prof.files else "  (skipped)"
                 out(f"  {kind:<9} {_rel(p, root)}  {_size(p)}{used}\n")

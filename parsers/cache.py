@@ -17,7 +17,17 @@ from pathlib import Path
 
 import polars as pl
 
-PARSER_VERSION = "1"
+def _parser_version() -> str:
+    """A digest of the parser sources: any change to how frames are built invalidates the
+    cache, with no version number to forget to bump."""
+    digest = hashlib.sha256()
+    for src in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(src.name.encode())
+        digest.update(src.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+PARSER_VERSION = _parser_version()
 ENV_DIR = "NPUSCOPE_CACHE_DIR"
 _KEY = "npuscope.cache_key"
 

@@ -13,7 +13,7 @@ import polars as pl
 
 # How a text cell becomes a typed value. "start" is special: epoch microseconds with three
 # decimals (or nanoseconds in CANN 5.x) that must reach Int64 nanoseconds without Float64.
-KINDS = ("str", "int", "float", "start", "list")
+KINDS = ("str", "int", "float", "start", "time", "list")
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,7 @@ class ColumnSpec:
             "int": pl.Int64,
             "float": pl.Float64,
             "start": pl.Int64,
+            "time": pl.Int64,
         }[self.kind]()
 
 
@@ -39,6 +40,10 @@ START_UNITS: dict[str, int] = {
     "Task Start Time(us)": 1000,
     "Start Time(us)": 1000,  # torch_npu kernel_details
     "Task Start Time": 1,  # CANN 5.x: nanoseconds, no unit in the header
+    # step_trace: same clock as op_summary; optional per row ("time" kind), unlike starts.
+    "FP Start(us)": 1000,
+    "BP End(us)": 1000,
+    "Iteration End(us)": 1000,
 }
 
 TASK_COLUMNS: tuple[ColumnSpec, ...] = (
@@ -53,7 +58,7 @@ TASK_COLUMNS: tuple[ColumnSpec, ...] = (
     ColumnSpec("op_type", ("OP Type", "Type"), "str", required=True),
     ColumnSpec("op_state", ("OP State",), "str"),
     ColumnSpec("task_type", ("Task Type", "Accelerator Core"), "str", required=True),
-    ColumnSpec("start_ns", tuple(START_UNITS), "start", required=True),
+    ColumnSpec("start_ns", ("Task Start Time(us)", "Start Time(us)", "Task Start Time"), "start", required=True),
     ColumnSpec("duration_us", ("Task Duration(us)", "Duration(us)"), "float", required=True),
     ColumnSpec("wait_us", ("Task Wait Time(us)", "Wait Time(us)"), "float"),
     ColumnSpec("block_num", ("Block Num", "Block Dim"), "int"),
@@ -101,6 +106,16 @@ STAT_ORDER: tuple[str, ...] = (
 )
 
 STAT_SCHEMA: dict[str, pl.DataType] = {c.name: c.dtype for c in STAT_COLUMNS if c.name in STAT_ORDER}
+
+STEP_COLUMNS: tuple[ColumnSpec, ...] = (
+    ColumnSpec("card", ("Device_id",), "str"),
+    ColumnSpec("iteration_id", ("Iteration ID",), "int", required=True),
+    ColumnSpec("fp_start_ns", ("FP Start(us)",), "time"),
+    ColumnSpec("bp_end_ns", ("BP End(us)",), "time"),
+    ColumnSpec("iteration_end_ns", ("Iteration End(us)",), "time", required=True),
+)
+
+STEP_SCHEMA: dict[str, pl.DataType] = {c.name: c.dtype for c in STEP_COLUMNS}
 
 EVENT_SCHEMA: dict[str, pl.DataType] = {
     "card": pl.String(),

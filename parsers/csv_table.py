@@ -230,7 +230,7 @@ def _cast(spec: ColumnSpec, src: str) -> pl.Expr:
         return col.cast(pl.Float64).cast(pl.Int64).alias(spec.name)
     if spec.kind == "float":
         return col.cast(pl.Float64).alias(spec.name)
-    if spec.kind == "start":
+    if spec.kind in ("start", "time"):
         return start_to_ns(src, START_UNITS[src.strip()]).alias(spec.name)
     raise ValueError(spec.kind)
 
@@ -290,13 +290,15 @@ def _check_starts(paths: Sequence[Path], df: pl.DataFrame, col: str, header: str
 
 
 def sniff_kind(path: Path) -> str:
-    """'tasks', 'statistic' or 'unknown' from a CSV file's header alone."""
+    """'tasks', 'statistic', 'steps' or 'unknown' from a CSV file's header alone."""
     try:
         header = {h.strip() for h in read_header(path)}
     except ProfileError:
         return "unknown"
     if header & {"Task Duration(us)", "Duration(us)"} and header & {"OP Type", "Type"}:
         return "tasks"
+    if {"Iteration ID", "Iteration End(us)"} <= header:
+        return "steps"
     if {"OP Type", "Core Type", "Ratio(%)"} <= header:
         return "statistic"
     return "unknown"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .csv_table import sniff_kind
@@ -20,13 +20,14 @@ DEVICE_RE = re.compile(r"^device_(\d+)$")
 # <kind>[_<ids>][_slice_<k>][_<YYYYmmddHHMMSS>].<ext>, e.g. op_summary_slice_0_20240605100000.csv,
 # op_summary_0_1_1_20230905213000.csv, msprof_0_2_1.json, kernel_details.csv.
 FILE_RE = re.compile(
-    r"^(?P<kind>op_summary|op_statistic|msprof|kernel_details|trace_view)"
+    r"^(?P<kind>op_summary|op_statistic|step_trace|msprof|kernel_details|trace_view)"
     r"(?P<rest>(?:_[0-9A-Za-z]+)*)\.(?P<ext>csv|json)$"
 )
 KIND_OF = {
     "op_summary": "tasks",
     "kernel_details": "tasks",
     "op_statistic": "statistic",
+    "step_trace": "steps",
     "msprof": "timeline",
     "trace_view": "timeline",
 }
@@ -43,10 +44,11 @@ class Source:
     tasks: tuple[Path, ...] = ()
     statistic: tuple[Path, ...] = ()
     timeline: tuple[Path, ...] = ()
+    steps: tuple[Path, ...] = ()
 
     @property
     def files(self) -> tuple[Path, ...]:
-        return self.tasks + self.statistic + self.timeline
+        return self.tasks + self.statistic + self.steps + self.timeline
 
 
 @dataclass(frozen=True)
@@ -147,6 +149,7 @@ def _source(card: str | None, *folders: Path) -> Source | None:
         tasks=found.get("tasks", ()),
         statistic=found.get("statistic", ()),
         timeline=found.get("timeline", ()),
+        steps=found.get("steps", ()),
     )
 
 
@@ -201,7 +204,7 @@ def _torch_capture(pt_dirs: list[Path], root: Path) -> Capture | None:
         return None
     cards = [s.card for s in sources]
     if len(set(cards)) != len(cards):  # ranks unknown or clashing: number them in order
-        sources = [Source(str(i), s.tasks, s.statistic, s.timeline) for i, s in enumerate(sources)]
+        sources = [replace(s, card=str(i)) for i, s in enumerate(sources)]
     stamp = max((str(int(p.stat().st_mtime)) for p in pt_dirs), default="")
     return Capture(root.name, root, layout, tuple(sources), stamp)
 

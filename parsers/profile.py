@@ -11,7 +11,7 @@ from pathlib import Path
 import polars as pl
 
 from .cache import FrameCache
-from .columns import STAT_COLUMNS, TASK_COLUMNS
+from .columns import STAT_COLUMNS, STEP_COLUMNS, STEP_SCHEMA, TASK_COLUMNS
 from .csv_table import read_header, read_table
 from .errors import ProfileError
 from .frames import canonical_statistic, canonical_tasks, derive_statistic, empty_statistic, empty_tasks
@@ -52,6 +52,7 @@ class Profile:
     tasks_from: str  # op_summary | timeline | paddle | none
     files: tuple[Path, ...]
     notes: tuple[str, ...] = ()
+    steps: pl.DataFrame | None = None  # step_trace: card, iteration_id, fp_start_ns, ...
 
     @property
     def has_timeline(self) -> bool:
@@ -129,7 +130,9 @@ def open_profile(
     chosen = _select(captures, capture)
     cache = cache if cache is not None else FrameCache()
     files = tuple(
-        p for s in chosen.sources for p in (s.tasks + s.statistic + (s.timeline if timeline else ()))
+        p
+        for s in chosen.sources
+        for p in (s.tasks + s.statistic + s.steps + (s.timeline if timeline else ()))
     )
     total = _size(files)
     done = 0
@@ -144,7 +147,7 @@ def open_profile(
 
     if progress is not None:
         progress(0, total, "discovered " + chosen.name)
-    tasks_parts, stat_parts, event_parts = [], [], []
+    tasks_parts, stat_parts, event_parts, step_parts = [], [], [], []
     tasks_from = "none"
     derived = False
     for src in chosen.sources:
@@ -183,6 +186,11 @@ def open_profile(
             stat = None
         if stat is not None:
             stat_parts.append(stat)
+        if src.steps:
+            step_parts.append(
+                cache.load_or_build("steps", src.steps, lambda s=src: _read_steps(s), src.card)
+            )
+            advance(src.steps, "step trace")
     tasks = _concat(tasks_parts) if tasks_parts else empty_tasks()
     stat = _concat(stat_parts) if stat_parts else empty_statistic()
     events = _concat(event_parts) if event_parts else None
@@ -211,6 +219,7 @@ def open_profile(
         tasks_from=tasks_from,
         files=files,
         notes=tuple(notes),
+        steps=_concat(step_parts) if step_parts else None,
     )
 
 
@@ -227,6 +236,13 @@ def _concat(frames: list[pl.DataFrame]) -> pl.DataFrame:
 def _read_tasks(src: Source) -> pl.DataFrame:
     df, pmu = read_table(src.tasks, TASK_COLUMNS, what="op_summary / kernel_details", extra_as_float=True)
     return canonical_tasks(df, card=src.card, pmu=pmu)
+
+
+def _read_steps(src: Source) -> pl.DataFrame:
+    df, _ = read_table(src.steps, STEP_COLUMNS, what="step_trace", extra_as_float=False)
+    if "card" not in df.columns or df["card"].null_count() == df.height:
+        df = df.with_columns(pl.lit(src.card or "0", dtype=pl.String).alias("card"))
+    return df.select([pl.col(c).cast(t) for c, t in STEP_SCHEMA.items()])
 
 
 def _read_statistic(src: Source) -> pl.DataFrame:

@@ -231,7 +231,39 @@ def _resolve(df: pl.DataFrame, meta: dict, card: str | None) -> pl.DataFrame:
         pl.coalesce(pl.col("process"), pl.lit("pid ") + pl.col("pid")).alias("process"),
         pl.coalesce(pl.col("thread"), pl.col("tid")).alias("thread"),
     )
+    if host_card == "host":
+        df = _host_threads_to_cards(df)
     return df.select([pl.col(c).cast(t) for c, t in EVENT_SCHEMA.items()])
+
+
+def _host_threads_to_cards(df: pl.DataFrame) -> pl.DataFrame:
+    """In a merged multi-card timeline, give each host thread the card it launches to.
+
+    A HostToDevice flow starts (`s`) on the host thread that launched a task and finishes
+    (`f`) on the device task; the card most of a thread's flows end on is its card.
+    Threads with no flows stay `host`.
+    """
+    starts = df.filter((pl.col("ph") == "s") & (pl.col("card") == "host")).select("pid", "tid", "flow_id")
+    ends = df.filter((pl.col("ph") == "f") & (pl.col("card") != "host")).select(
+        "flow_id", pl.col("card").alias("to_card")
+    )
+    if starts.height == 0 or ends.height == 0:
+        return df
+    owner = (
+        starts.join(ends.unique("flow_id"), on="flow_id")
+        .group_by("pid", "tid")
+        .agg(pl.col("to_card").mode().sort().first())
+    )
+    return (
+        df.join(owner, on=["pid", "tid"], how="left", maintain_order="left")
+        .with_columns(
+            pl.when(pl.col("card") == "host")
+            .then(pl.coalesce("to_card", "card"))
+            .otherwise(pl.col("card"))
+            .alias("card")
+        )
+        .drop("to_card")
+    )
 
 
 def empty_events() -> pl.DataFrame:

@@ -1,0 +1,30 @@
+"""The parsing layer (and every other headless layer) never imports Textual or Rich."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+
+import pytest
+
+HEADLESS = ["npuscope.parsers", "npuscope.cli", "npuscope.inspect_cmd", "npuscope.fixtures.generate"]
+OPTIONAL = ["npuscope.analysis", "npuscope.capture"]
+
+
+def _present(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+@pytest.mark.parametrize("module", HEADLESS + [m for m in OPTIONAL if _present(m)])
+def test_headless_module_imports_no_ui(module):
+    code = (
+        "import importlib, sys\n"
+        f"importlib.import_module({module!r})\n"
+        "print(' '.join(sorted(m for m in ('textual', 'rich') if m in sys.modules)))\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert res.stdout.strip() == "", f"{module} pulled in: {res.stdout.strip()}"
