@@ -36,7 +36,7 @@ def run_inspect(args: argparse.Namespace) -> int:
     from .cli import demo_path
 
     path = Path(args.path) if args.path else demo_path()
-    cache = FrameCache(enabled=not args.no_cache)
+    cache = FrameCache(enabled=not args.no_cache, background=True)
     with StderrProgress("loading") as progress:
         prof = open_profile(
             path,

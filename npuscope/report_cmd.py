@@ -23,7 +23,7 @@ def run_report(args: argparse.Namespace) -> int:
     path = Path(args.path) if args.path else demo_path()
     with StderrProgress("loading") as progress:
         profile = open_profile(
-            path, capture=args.capture, cache=FrameCache(enabled=not args.no_cache), progress=progress
+            path, capture=args.capture, cache=FrameCache(enabled=not args.no_cache, background=True), progress=progress
         )
     cards = None
     if args.card != "all":

@@ -218,10 +218,35 @@ def start_to_ns(col: str, unit_ns: int) -> pl.Expr:
     return pl.when(s.str.contains("[eE]")).then(exponent).otherwise(exact)
 
 
+def times_to_ns(values: pl.Series, unit_ns: int) -> pl.Series:
+    """`start_to_ns` for a whole column, with a fast path for the common shape.
+
+    Nearly every cell is `<digits>.<3 digits>` (us) or plain digits (ns): dropping the dot
+    gives the nanoseconds directly, several times faster than splitting. Only when some cell
+    has another shape (an exponent, other decimals) is the general expression evaluated.
+    """
+    frame = values.rename("s").to_frame()
+    digits = len(str(unit_ns)) - 1
+    s = pl.col("s").str.strip_chars("\t\"' \r")
+    dot = s.str.find(".", literal=True)
+    fast = frame.select(
+        pl.when(dot.is_null())
+        .then(s.cast(pl.Int64, strict=False) * unit_ns)
+        .when(s.str.len_bytes() - dot - 1 == digits)
+        .then(s.str.replace(".", "", literal=True).cast(pl.Int64, strict=False))
+        .alias("ns"),
+        s.is_not_null().alias("present"),
+    )
+    misses = fast.select((pl.col("ns").is_null() & pl.col("present")).any()).item()
+    if not misses:
+        return fast["ns"]
+    return frame.select(start_to_ns("s", unit_ns).alias("ns"))["ns"]
+
+
 def _cast(spec: ColumnSpec, src: str) -> pl.Expr:
     col = pl.col(src)
     if spec.kind == "str":
-        return col.str.strip_chars().alias(spec.name)
+        return col.alias(spec.name)
     if spec.kind == "list":
         # Shape cells keep their own quotes after CSV decoding: `"81920,4096;8192,512"`.
         return col.str.strip_chars('"\t ').alias(spec.name)
@@ -230,8 +255,6 @@ def _cast(spec: ColumnSpec, src: str) -> pl.Expr:
         return col.cast(pl.Float64).cast(pl.Int64).alias(spec.name)
     if spec.kind == "float":
         return col.cast(pl.Float64).alias(spec.name)
-    if spec.kind in ("start", "time"):
-        return start_to_ns(src, START_UNITS[src.strip()]).alias(spec.name)
     raise ValueError(spec.kind)
 
 
@@ -270,10 +293,15 @@ def read_table(
         dup = sorted({h for h in header if header.count(h) > 1})
         raise ProfileError(f"{paths[0]}: duplicate column(s) {', '.join(dup)}")
     df = _read_polars(paths, header, schema)
-    exprs = [_cast(spec, name) for name, spec in matched.items()]
+    times = {name: spec for name, spec in matched.items() if spec.kind in ("start", "time")}
+    exprs = [_cast(spec, name) for name, spec in matched.items() if name not in times]
     kept_extra = [name for name in extra if name.strip()] if extra_as_float else []
     exprs += [pl.col(name).alias(name.strip()) for name in kept_extra]
-    df = df.select(exprs)
+    time_cols = [
+        times_to_ns(df[name], START_UNITS[name.strip()]).alias(spec.name) for name, spec in times.items()
+    ]
+    order = [spec.name for spec in matched.values()] + [n.strip() for n in kept_extra]
+    df = df.select(exprs).with_columns(time_cols).select(order)
     start = next((s.name for s in matched.values() if s.kind == "start"), None)
     if start is not None:
         _check_starts(paths, df, start, next(n for n, s in matched.items() if s.kind == "start"))

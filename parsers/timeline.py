@@ -10,8 +10,10 @@ three pid encodings exist in the wild.
 from __future__ import annotations
 
 import gc
+import io
+import mmap
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -19,7 +21,7 @@ import orjson
 import polars as pl
 
 from .columns import EVENT_SCHEMA
-from .csv_table import start_to_ns
+from .csv_table import times_to_ns
 from .errors import ProfileError
 
 # `NPU 3` in Era B merged exports; torch_npu writes a bare `NPU` (one card per output).
@@ -86,90 +88,135 @@ def _events_of(path: Path, data: object) -> list:
     return events
 
 
-def _time_ns(values: list, name: str) -> pl.Series:
-    """Trace times (us) to Int64 ns without losing digits at epoch scale.
+# Every field is read as text: numbers and strings both occur for pid, tid, ts and id, and
+# text keeps every digit of epoch-scale times and flow ids beyond 2^53.
+_ARG_KEYS = ("Task Type", "Physic Stream Id", "Stream Id", "Task Id", "connection_id", "name", "labels")
+_RAW_SCHEMA = {
+    **{k: pl.String for k in ("name", "ph", "pid", "tid", "ts", "dur", "cat", "id")},
+    "args": pl.Struct({k: pl.String for k in _ARG_KEYS}),
+}
 
-    Strings (Era B, torch_npu) and ints (Paddle) are exact; only float values (Era A device
-    clock, durations) pass through Float64, which is how the file stored them anyway.
+
+def _raw_polars(buf: bytes) -> pl.DataFrame | None:
+    """A chunk of events parsed by polars into text columns, or None if it cannot."""
+    try:
+        return pl.read_json(io.BytesIO(buf), schema=_RAW_SCHEMA)
+    except (pl.exceptions.PolarsError, ValueError, OverflowError):
+        return None
+
+
+def _text(value: object) -> str | None:
+    if value is None:
+        return None
+    if value.__class__ is str:
+        return value
+    return repr(value) if value.__class__ is float else str(value)
+
+
+def _raw_dicts(events: list) -> pl.DataFrame:
+    """The same text columns from already parsed event dicts (the fallback path)."""
+    data = [e for e in events if e.__class__ is dict]
+    cols = {
+        k: pl.Series([_text(e.get(k)) for e in data], dtype=pl.String)
+        for k in ("name", "ph", "pid", "tid", "ts", "dur", "cat", "id")
+    }
+    args = [e.get("args") if isinstance(e.get("args"), dict) else {} for e in data]
+    cols["args"] = pl.DataFrame(
+        {k: pl.Series([_text(a.get(k)) for a in args], dtype=pl.String) for k in _ARG_KEYS}
+    ).to_struct("args")
+    return pl.DataFrame(cols)
+
+
+def _typed(raw: pl.DataFrame, meta: dict) -> pl.DataFrame:
+    """Text columns to typed event columns; metadata events fill `meta` and are dropped."""
+    m = raw.filter(pl.col("ph") == "M").select(
+        "name", "pid", "tid", pl.col("args").struct.field("name").alias("value"),
+        pl.col("args").struct.field("labels").alias("labels"),
+    )
+    for name, pid, tid, value, labels in m.iter_rows():
+        if name == "process_name":
+            meta["process"][pid] = value or ""
+        elif name == "process_labels":
+            meta["labels"][pid] = labels or ""
+        elif name == "thread_name":
+            meta["thread"][(pid, tid)] = value or ""
+    ev = raw.filter(pl.col("ph").is_not_null() & (pl.col("ph") != "M"))
+    as_int = lambda c: pl.col("args").struct.field(c).cast(pl.Float64, strict=False).cast(pl.Int64)  # noqa: E731
+    return ev.select(
+        "pid",
+        "tid",
+        "name",
+        "ph",
+        times_to_ns(ev["ts"], 1000).alias("ts_ns"),
+        # Durations are small: Float64 is exact enough, and rounds as the trace meant.
+        (pl.col("dur").cast(pl.Float64, strict=False) * 1000).round(0).cast(pl.Int64).alias("dur_ns"),
+        "cat",
+        pl.col("id").alias("flow_id"),
+        pl.col("args").struct.field("Task Type").alias("task_type"),
+        pl.coalesce(as_int("Physic Stream Id"), as_int("Stream Id")).alias("stream_id"),
+        as_int("Task Id").alias("task_id"),
+        as_int("connection_id").alias("connection_id"),
+    )
+
+
+class _SplitFailed(Exception):
+    """A chunk did not parse on its own: read the file whole (and report where it breaks)."""
+
+
+CHUNK_BYTES = 32 << 20
+# Between two events of the event array: `},{`, `}, {`, `},\n  {`.
+_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+_TRACE_EVENTS = re.compile(rb'"traceEvents"\s*:\s*\[')
+
+
+def _pieces(path: Path, chunk_bytes: int) -> Iterator[bytes]:
+    """The event array of a trace as JSON arrays of about `chunk_bytes` each.
+
+    A 300 MB timeline held as Python dicts takes ~9x its size; cutting the array at event
+    boundaries and parsing ~32 MB at a time keeps peak memory near 3x. A cut that lands
+    inside a string leaves a piece that does not parse, which `_SplitFailed` turns into a
+    whole-file read, so a wrong cut can never produce wrong events.
     """
-    strs = [v if v.__class__ is str else None for v in values]
-    ints = [v if v.__class__ is int else None for v in values]
-    floats = [v if v.__class__ is float else None for v in values]
-    frame = pl.DataFrame(
-        {
-            "s": pl.Series(strs, dtype=pl.String),
-            "i": pl.Series(ints, dtype=pl.Int64),
-            "f": pl.Series(floats, dtype=pl.Float64),
-        }
-    )
-    return frame.select(
-        pl.coalesce(
-            start_to_ns("s", 1000),
-            pl.col("i") * 1000,
-            (pl.col("f") * 1000).round(0).cast(pl.Int64),
-        ).alias(name)
-    ).to_series()
+    with open(path, "rb") as fh:
+        if path.stat().st_size == 0:
+            raise _SplitFailed
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            head = mm[:4096].lstrip()
+            if head.startswith(b"["):
+                start = mm.find(b"[") + 1
+            else:  # Paddle: {"displayTimeUnit": ..., "traceEvents": [...], "ExtraInfo": {...}}
+                found = _TRACE_EVENTS.search(mm)
+                if not head.startswith(b"{") or found is None:
+                    raise _SplitFailed
+                start = found.end()
+            last = mm.rfind(b"]")
+            if last < start:
+                raise _SplitFailed
+            while start < last:
+                cut = _BOUNDARY.search(mm, start + chunk_bytes, last) if start + chunk_bytes < last else None
+                end = cut.start() + 1 if cut else last
+                yield b"[" + mm[start:end] + b"]"
+                start = cut.end() - 1 if cut else last
 
 
-def _columns(events: list, meta: dict) -> pl.DataFrame:
-    """One slice's non-metadata events as raw typed columns; fills `meta` as a side effect."""
-    names, phs, pids, tids, ts, durs, cats, ids = [], [], [], [], [], [], [], []
-    ttypes, streams, tasks, conns = [], [], [], []
-    for i, e in enumerate(events):
-        events[i] = None  # drop each dict as soon as it is read: peak memory stays one slice
-        if e.__class__ is not dict:
-            continue
-        ph = e.get("ph")
-        if ph is None:
-            continue  # Paddle ends its array with an empty {}
-        if ph == "M":
-            args = e.get("args") or {}
-            key = e.get("name")
-            if key == "process_name":
-                meta["process"][str(e.get("pid"))] = str(args.get("name", ""))
-            elif key == "process_labels":
-                meta["labels"][str(e.get("pid"))] = str(args.get("labels", ""))
-            elif key == "thread_name":
-                meta["thread"][(str(e.get("pid")), str(e.get("tid")))] = str(args.get("name", ""))
-            continue
-        names.append(e.get("name"))
-        phs.append(ph)
-        pids.append(e.get("pid"))
-        tids.append(e.get("tid"))
-        ts.append(e.get("ts"))
-        durs.append(e.get("dur"))
-        cats.append(e.get("cat"))
-        ids.append(e.get("id"))
-        args = e.get("args")
-        if args:
-            ttypes.append(args.get("Task Type"))
-            streams.append(args.get("Physic Stream Id", args.get("Stream Id")))
-            tasks.append(args.get("Task Id"))
-            conns.append(args.get("connection_id"))
-        else:
-            ttypes.append(None)
-            streams.append(None)
-            tasks.append(None)
-            conns.append(None)
-    events.clear()
-    as_str = lambda xs: pl.Series([None if x is None else str(x) for x in xs], dtype=pl.String)  # noqa: E731
-    as_int = lambda xs: pl.Series(xs, dtype=pl.Float64, strict=False).cast(pl.Int64)  # noqa: E731
-    return pl.DataFrame(
-        {
-            "pid": as_str(pids),
-            "tid": as_str(tids),
-            "name": pl.Series(names, dtype=pl.String, strict=False),
-            "ph": pl.Series(phs, dtype=pl.String, strict=False),
-            "ts_ns": _time_ns(ts, "ts_ns"),
-            "dur_ns": _time_ns(durs, "dur_ns"),
-            "cat": pl.Series(cats, dtype=pl.String, strict=False),
-            "flow_id": as_str(ids),
-            "task_type": pl.Series(ttypes, dtype=pl.String, strict=False),
-            "stream_id": as_int(streams),
-            "task_id": as_int(tasks),
-            "connection_id": as_int(conns),
-        }
-    )
+def _parse_piece(buf: bytes) -> pl.DataFrame:
+    raw = _raw_polars(buf)
+    if raw is not None:
+        return raw
+    try:
+        with _gc_paused():
+            return _raw_dicts(orjson.loads(buf))
+    except orjson.JSONDecodeError:
+        raise _SplitFailed from None
+
+
+def _check_trace(path: Path, raw: pl.DataFrame) -> None:
+    if raw.height and raw["ph"].null_count() == raw.height:
+        raise ProfileError(
+            f"{path}: not a Chrome-trace timeline (expected a JSON array of events with a 'ph' "
+            "field, or an object with 'traceEvents'); point npuscope at an msprof_*.json, "
+            "trace_view.json or *.paddle_trace.json"
+        )
 
 
 def read_timeline(
@@ -177,6 +224,7 @@ def read_timeline(
     *,
     card: str | None = None,
     on_file: Callable[[Path], None] | None = None,
+    chunk_bytes: int = CHUNK_BYTES,
 ) -> pl.DataFrame:
     """Events of one timeline (its slices in order) with processes and cards resolved.
 
@@ -187,13 +235,30 @@ def read_timeline(
     meta: dict = {"process": {}, "labels": {}, "thread": {}}
     frames = []
     for path in paths:
-        data = load_json(path)
-        events = _events_of(path, data)
-        del data
-        frames.append(_columns(events, meta))
-        del events
+        mark = len(frames)
+        whole = False
+        try:
+            for i, buf in enumerate(_pieces(path, chunk_bytes)):
+                raw = _parse_piece(buf)
+                del buf
+                if i == 0:
+                    _check_trace(path, raw)
+                frames.append(_typed(raw, meta))
+        except (_SplitFailed, OSError):
+            whole = True
+        if whole:
+            # Whole-file read: either it parses (a cut fell inside a string) or it raises
+            # the one-line error that says where the file is broken.
+            del frames[mark:]
+            with _gc_paused():
+                events = _events_of(path, load_json(path))
+                raw = _raw_dicts(events)
+            del events
+            frames.append(_typed(raw, meta))
         if on_file is not None:
             on_file(path)
+    if not frames:
+        return empty_events()
     df = pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0]
     return _resolve(df, meta, card)
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from npuscope.parsers import FrameCache, open_profile
-from npuscope.parsers.csv_table import start_to_ns
+from npuscope.parsers.csv_table import start_to_ns, times_to_ns
 
 ERA_B = (
     "Device_id,Model ID,Task ID,Stream ID,Op Name,OP Type,OP State,Task Type,"
@@ -133,6 +133,16 @@ def test_start_to_ns_is_exact(whole, frac, tab, quoted):
         text = f'"{text}"'
     got = pl.DataFrame({"s": [text]}).select(start_to_ns("s", 1000)).item()
     assert got == whole * 1000 + frac
+    assert times_to_ns(pl.Series([text]), 1000).item() == whole * 1000 + frac
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.sampled_from(["1717575960208020.758\t", "1717575960208020.75", "1717575960208020",
+                                 "5.42118E+14", '"1717575960208020.001\t"', None]), min_size=1, max_size=8))
+def test_fast_and_general_time_paths_agree(cells):
+    series = pl.Series(cells, dtype=pl.String)
+    general = series.to_frame("s").select(start_to_ns("s", 1000))["s"]
+    assert times_to_ns(series, 1000).to_list() == general.to_list()
 
 
 def _trace(tmp_path: Path, name: str, events: object) -> Path:
