@@ -249,7 +249,13 @@ def _cast(spec: ColumnSpec, src: str) -> pl.Expr:
         return col.alias(spec.name)
     if spec.kind == "list":
         # Shape cells keep their own quotes after CSV decoding: `"81920,4096;8192,512"`.
-        return col.str.strip_chars('"\t ').alias(spec.name)
+        # Stripping copies the column, so only cells that start with a quote are touched.
+        return (
+            pl.when(col.str.starts_with('"'))
+            .then(col.str.strip_chars('"\t '))
+            .otherwise(col)
+            .alias(spec.name)
+        )
     if spec.kind == "int":
         # Float64 first: spreadsheets write ids as `4.29E+09`; ids fit in 2^53.
         return col.cast(pl.Float64).cast(pl.Int64).alias(spec.name)

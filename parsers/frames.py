@@ -97,7 +97,10 @@ def derive_statistic(tasks: pl.DataFrame) -> pl.DataFrame:
     Per card and (OP Type, Core Type = Task Type); communication tasks are left out, and the
     ratio is of the card's total compute time.
     """
-    compute = tasks.filter(~pl.col("task_type").is_in(COMMUNICATION_TASK_TYPES).fill_null(False))
+    # Select before filtering: filtering the whole frame would copy every PMU column.
+    compute = tasks.select("card", "op_type", "task_type", "duration_us").filter(
+        ~pl.col("task_type").is_in(COMMUNICATION_TASK_TYPES).fill_null(False)
+    )
     stat = compute.group_by(["card", "op_type", "task_type"]).agg(
         pl.len().cast(pl.Int64).alias("count"),
         pl.col("duration_us").sum().alias("total_us"),

@@ -181,7 +181,13 @@ def open_profile(
             )
             advance(src.statistic, "op statistic")
         elif tasks is not None:
-            stat, derived = derive_statistic(tasks), True
+            derived = True
+            if src.tasks:  # cached with the tasks it comes from
+                stat = cache.load_or_build(
+                    "derived_statistic", src.tasks, lambda t=tasks: derive_statistic(t), src.card
+                )
+            else:
+                stat = derive_statistic(tasks)
         else:
             stat = None
         if stat is not None:
