@@ -14,6 +14,12 @@ from .thresholds import Thresholds
 from .waits import attribute_waits, compile_event_counts
 
 
+RULE_COLUMNS = (
+    "row", "card", "op_name", "op_type", "task_type", "op_state", "is_aclnn", "start_us",
+    "duration_us", "wait_us", "input_shapes", "input_dtypes", "wait_cause", "wait_confidence",
+)
+
+
 @dataclass(frozen=True)
 class Diagnosis:
     """Immutable result: the tasks with their wait causes, and ordered findings."""
@@ -45,11 +51,13 @@ def diagnose(
         ((pl.col("start_ns") - pl.col("start_ns").min().over("card")) / 1000).alias("start_us")
     )
     compile_events = compile_event_counts(events)
+    # The rules read these columns only; filtering fewer columns per card copies less.
+    slim = tasks.select(RULE_COLUMNS)
     findings: list[Finding] = []
     for card in wanted:
         d = CardData(
             card=card,
-            tasks=tasks.filter(pl.col("card") == card),
+            tasks=slim if profile.cards == (card,) else slim.filter(pl.col("card") == card),
             stat=profile.op_statistic.filter(pl.col("card") == card),
             has_timeline=profile.has_timeline,
             compile_events=compile_events.get(card, 0) + compile_events.get("host", 0),

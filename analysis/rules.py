@@ -83,7 +83,7 @@ class CardData:
 
 def evidence(rows: pl.DataFrame, by: str, n: int) -> tuple[dict, ...]:
     cols = [c for c in (*EVIDENCE_FIELDS, "wait_cause", "row") if c in rows.columns]
-    top = rows.sort(by, descending=True, nulls_last=True).head(n).select(cols)
+    top = rows.select(cols).top_k(n, by=by).sort([by, "row"], descending=[True, False])
     return tuple(top.iter_rows(named=True))
 
 

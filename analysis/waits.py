@@ -186,12 +186,14 @@ def attribute_waits(
                 .alias("wait_confidence")
             )
         )
-    causes = frame.select("row", "wait_cause", "wait_confidence")
-    return (
-        tasks.with_row_index("row")
-        .join(causes, on="row", how="left", maintain_order="left")
-        .drop("row")
-    )
+    # Scatter the few long-wait causes into full-length columns: a join would copy every
+    # column of a 2M-row frame.
+    rows = frame["row"].cast(pl.Int64)
+    def scattered(name: str) -> pl.Series:
+        blank = pl.repeat(None, tasks.height, dtype=pl.String, eager=True)
+        return blank.scatter(rows, frame[name]).alias(name)
+
+    return tasks.with_columns(scattered("wait_cause"), scattered("wait_confidence"))
 
 
 def compile_event_counts(events: pl.DataFrame | None) -> dict[str, int]:

@@ -55,6 +55,17 @@ cache = FrameCache(enabled=sys.argv[2] != "off", background=True)
 t0 = time.perf_counter(); p = open_profile(sys.argv[1], cache=cache); done(t0)
 assert p.tasks.height > 0
 """,
+    "npuscope_report": """
+from npuscope.parsers import FrameCache, open_profile
+from npuscope.analysis import diagnose
+from npuscope.analysis.report import build_report
+import orjson
+cache = FrameCache(enabled=False)
+t0 = time.perf_counter()
+p = open_profile(sys.argv[1], cache=cache)
+text = orjson.dumps(build_report(p, diagnose(p), top=10))
+done(t0)
+""",
 }
 
 
@@ -155,12 +166,14 @@ def main() -> int:
     add("npuscope cold load (frames ready)", "csv", (statistics.median(p[0][0] for p in pairs), max(p[0][1] for p in pairs)))
     add("npuscope cold process, start to exit", "csv", (statistics.median(p[0][2] for p in pairs), 0))
     add("npuscope cached reopen", "csv", (statistics.median(p[1][0] for p in pairs), max(p[1][1] for p in pairs)))
+    add("npuscope report (load + diagnose + JSON)", "csv", measure(lambda: run_snippet("npuscope_report", str(csv_file)), r))
     add("cat", "json", measure(lambda: run_cat(json_file), r))
     add("orjson.loads, GC off", "json", measure(lambda: run_snippet("orjson_loads", str(json_file)), r))
     add("npuscope timeline load, no cache", "json", measure(lambda: run_snippet("npuscope_load", str(json_file), "off"), r))
 
     fig = {(label, what): (secs, rss) for label, what, secs, rss in results}
     polars_s = fig[("polars read_csv", "csv")][0]
+    cold_s = fig[("npuscope load, no cache", "csv")][0]
     orjson_s = fig[("orjson.loads, GC off", "json")][0]
     print(f"\nop_summary: {args.rows:,} rows, {csv_mb:,.0f} MB; msprof JSON: {json_mb:,.0f} MB; "
           f"median of {r} run(s), each in a fresh process; {os.cpu_count()} cores\n")
@@ -171,6 +184,7 @@ def main() -> int:
         ("npuscope cold load (frames ready)", "csv"): ("polars read_csv", "<= 1.5x polars read_csv"),
         ("npuscope cold process, start to exit", "csv"): ("polars read_csv", "includes imports and the cache write"),
         ("npuscope cached reopen", "csv"): ("polars read_csv", "<= 0.4x polars read_csv"),
+        ("npuscope report (load + diagnose + JSON)", "csv"): ("cold", "< 2x the load"),
         ("npuscope timeline load, no cache", "json"): ("orjson", f"<= 2.5x orjson; RSS <= 8x JSON ({8 * json_mb:,.0f} MB)"),
     }
     for label, what, secs, rss in results:
@@ -180,6 +194,8 @@ def main() -> int:
             ratio = f"{secs / polars_s:.2f}x polars"
         elif base == "orjson":
             ratio = f"{secs / orjson_s:.2f}x orjson"
+        elif base == "cold":
+            ratio = f"{secs / cold_s:.2f}x load"
         rss_txt = f"{rss / 1e6:,.0f}" if rss else "-"
         print(f"| {label} | {what} | {secs:.2f} | {ratio} | {rss_txt} | {target} |")
     return 0
