@@ -7,6 +7,7 @@ Heavy imports (polars, the parsers) are deferred into the subcommands so `--help
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -94,6 +95,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("npuscope: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`npuscope report | head`): not an error of ours.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     parser.error(f"unknown command {args.command}")
     return 2
 

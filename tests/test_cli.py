@@ -73,3 +73,14 @@ def test_help_lists_inspect():
     assert "inspect" in res.stdout
     res = _run("inspect", "--help")
     assert "--no-cache" in res.stdout and "--capture" in res.stdout
+
+
+def test_closed_pipe_is_not_an_error(cache_dir):
+    import os
+
+    env = dict(os.environ, NPUSCOPE_CACHE_DIR=str(cache_dir))
+    res = subprocess.run(
+        f"{sys.executable} -m npuscope report | head -n 1", shell=True, capture_output=True, text=True, env=env
+    )
+    assert res.stdout.startswith("npuscope report: ")
+    assert res.stderr == ""
