@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .progress import StderrProgress
+from .loading import profile_for_command
 
 
 def _size(path: Path) -> str:
@@ -29,22 +29,16 @@ def _rel(path: Path, root: Path) -> str:
 
 
 def run_inspect(args: argparse.Namespace) -> int:
+    with profile_for_command(
+        args.path, capture=args.capture, no_cache=args.no_cache, timeline=not args.no_timeline
+    ) as prof:
+        _print(prof, args)
+    return 0
+
+
+def _print(prof, args: argparse.Namespace) -> None:
     import polars as pl
 
-    from npuscope.parsers import FrameCache, open_profile
-
-    from .cli import demo_path
-
-    path = Path(args.path) if args.path else demo_path()
-    cache = FrameCache(enabled=not args.no_cache, background=True)
-    with StderrProgress("loading") as progress:
-        prof = open_profile(
-            path,
-            capture=args.capture,
-            cache=cache,
-            timeline=not args.no_timeline,
-            progress=progress,
-        )
     out = sys.stdout.write
     root = prof.path if prof.path.is_dir() else prof.path.parent
     out(f"path      {prof.path.resolve()}\n")
@@ -102,4 +96,3 @@ def run_inspect(args: argparse.Namespace) -> int:
         out(f"pmu       {len(prof.pmu_columns)} columns ({', '.join(prof.pmu_columns[:4])}, ...)\n")
     for note in prof.notes:
         out(f"note      {note}\n")
-    return 0

@@ -4,42 +4,35 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import orjson
 
-from .progress import StderrProgress
+from .loading import profile_for_command
 
 
 def run_report(args: argparse.Namespace) -> int:
     from npuscope.analysis import Thresholds, diagnose
     from npuscope.analysis.op_report import find_task, op_report
     from npuscope.analysis.report import build_report, render
-    from npuscope.parsers import FrameCache, ProfileError, open_profile
-
-    from .cli import demo_path
+    from npuscope.parsers import ProfileError
 
     thresholds = Thresholds.load(args.rules) if args.rules else Thresholds()
-    path = Path(args.path) if args.path else demo_path()
-    with StderrProgress("loading") as progress:
-        profile = open_profile(
-            path, capture=args.capture, cache=FrameCache(enabled=not args.no_cache, background=True), progress=progress
-        )
-    cards = None
-    if args.card != "all":
-        if args.card not in profile.cards:
-            raise ProfileError(
-                f"no card {args.card!r} in {profile.capture.name}; cards: {', '.join(profile.cards)}"
-            )
-        cards = (args.card,)
-    diagnosis = diagnose(profile, thresholds, cards)
-    if args.op:
-        task = find_task(diagnosis, args.op)
-        sys.stdout.write(op_report(profile, diagnosis, task))
-        return 0
-    report = build_report(profile, diagnosis, top=args.top)
-    if args.format == "json":
-        sys.stdout.write(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n")
-    else:
-        sys.stdout.write(render(report, args.format))
+    with profile_for_command(args.path, capture=args.capture, no_cache=args.no_cache) as profile:
+        cards = None
+        if args.card != "all":
+            if args.card not in profile.cards:
+                raise ProfileError(
+                    f"no card {args.card!r} in {profile.capture.name}; cards: {', '.join(profile.cards)}"
+                )
+            cards = (args.card,)
+        diagnosis = diagnose(profile, thresholds, cards)
+        if args.op:
+            task = find_task(diagnosis, args.op)
+            sys.stdout.write(op_report(profile, diagnosis, task))
+            return 0
+        report = build_report(profile, diagnosis, top=args.top)
+        if args.format == "json":
+            sys.stdout.write(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n")
+        else:
+            sys.stdout.write(render(report, args.format))
     return 0

@@ -54,9 +54,9 @@ def default_dir() -> Path:
 class FrameCache:
     """Load-or-build of frames; `enabled=False` reads and writes nothing.
 
-    With `background=True` a new entry is written by a worker thread while the caller goes
-    on with the frame (a 2M-row entry takes about 1 s to write); `flush()` waits for it, and
-    the interpreter waits for it at exit. A write cut short leaves only a `.tmp-*` file,
+    With `background=True` new entries are queued and, once `start_writes()` is called, written
+    by a worker thread while the caller goes on with the frames (a 2M-row entry takes about
+    1 s to write); `flush()` waits for them, and the interpreter waits for them at exit. A write cut short leaves only a `.tmp-*` file,
     which later loads sweep away.
     """
 
@@ -68,10 +68,35 @@ class FrameCache:
         self.misses = 0
         self.problems: list[str] = []
         self._pending: list[Future] = []
+        self._queued: list[tuple[Path, str, pl.DataFrame]] = []
+        self._can_write: bool | None = None
         self._swept = False
 
+    def _writable(self) -> bool:
+        """Checked before queueing, so an unwritable cache is reported with the load."""
+        if self._can_write is None:
+            try:
+                self.root.mkdir(parents=True, exist_ok=True)
+                self._can_write = os.access(self.root, os.W_OK | os.X_OK)
+                reason = "permission denied"
+            except OSError as exc:
+                self._can_write, reason = False, exc.strerror or str(exc)
+            if not self._can_write:
+                self.problems.append(f"cache not written ({self.root}: {reason})")
+        return self._can_write
+
+    def start_writes(self) -> None:
+        """Hand queued entries to the writer thread.
+
+        Called once the caller has every frame it needs: a write running during the load
+        would compete with it for the CPU.
+        """
+        while self._queued:
+            self._pending.append(_writer().submit(self._write, *self._queued.pop(0)))
+
     def flush(self) -> None:
-        """Wait for background writes to finish."""
+        """Start and wait for background writes."""
+        self.start_writes()
         while self._pending:
             self._pending.pop().result()
 
@@ -104,7 +129,8 @@ class FrameCache:
         self.misses += 1
         frame = build()
         if self.background:
-            self._pending.append(_writer().submit(self._write, entry, key, frame))
+            if self._writable():
+                self._queued.append((entry, key, frame))
         else:
             self._write(entry, key, frame)
         return frame

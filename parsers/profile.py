@@ -206,6 +206,7 @@ def open_profile(
         set(tasks["card"].unique().to_list()) | set(stat["card"].unique().to_list()),
         key=_card_key,
     )
+    cache.start_writes()
     notes = list(chosen.notes) + cache.problems
     if derived:
         notes.append("op_statistic derived from the tasks (no op_statistic file)")
