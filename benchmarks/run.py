@@ -1,12 +1,13 @@
 """Load benchmarks: npuscope's parsers side by side with the raw readers.
 
     python benchmarks/run.py                 # 2,000,000-row op_summary and a ~300 MB msprof JSON
-    python benchmarks/run.py --rows 200000 --json-mb 30 --repeat 1   # a quick look
+    python benchmarks/run.py --rows 200000 --json-mb 30 --repeat 1 --skip-pandas   # a quick look
 
 Data is generated once into benchmarks/data/ (reused while the parameters match). Every
 measurement runs in a fresh Python process, so each figure includes nothing but the work
-named, and the process's own peak RSS is reported beside it. Prints a markdown table with
-the ratios the targets are stated in; BENCHMARKS.md holds a copy of the last full run.
+named, and the process's own peak RSS is reported beside it. Measurements run in rounds and
+ratios are taken within a round. Prints a markdown table with the ratios the targets are
+stated in; BENCHMARKS.md holds a copy of the last full run.
 """
 
 from __future__ import annotations
@@ -69,10 +70,6 @@ done(t0)
 }
 
 
-def run_snippet(name: str, *args: str, env: dict | None = None) -> tuple[float, int]:
-    return run_snippet_wall(name, *args, env=env)[:2]
-
-
 def run_snippet_wall(name: str, *args: str, env: dict | None = None) -> tuple[float, int, float]:
     """(seconds inside, peak RSS, whole-process wall seconds including start-up and exit)."""
     code = PRELUDE + SNIPPETS[name]
@@ -124,80 +121,79 @@ def ensure_data(rows: int, json_mb: int) -> tuple[Path, Path]:
     return csv_file, json_file
 
 
-def measure(fn, repeat: int) -> tuple[float, int]:
-    runs = [fn() for _ in range(repeat)]
-    return statistics.median(r[0] for r in runs), max(r[1] for r in runs)
+def _round(csv_file: Path, export: Path, json_file: Path) -> dict[str, tuple[float, int, float]]:
+    """One run of every measurement, back to back, so the ratios of a round share the
+    machine's state of the moment (this 2-core machine drifts by 30% between minutes)."""
+    fig: dict[str, tuple[float, int, float]] = {}
+    fig["cat csv"] = (*run_cat(csv_file), 0.0)
+    fig["polars read_csv"] = run_snippet_wall("polars_read_csv", str(csv_file))
+    fig["npuscope load, no cache"] = run_snippet_wall("npuscope_load", str(export), "off")
+    cache = tempfile.mkdtemp(prefix="npuscope-bench-cache-")
+    try:
+        env = {"NPUSCOPE_CACHE_DIR": cache}
+        fig["npuscope cold load"] = run_snippet_wall("npuscope_load", str(export), "on", env=env)
+        fig["npuscope cached reopen"] = run_snippet_wall("npuscope_load", str(export), "on", env=env)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    fig["npuscope report"] = run_snippet_wall("npuscope_report", str(export))
+    fig["cat json"] = (*run_cat(json_file), 0.0)
+    fig["orjson.loads, GC off"] = run_snippet_wall("orjson_loads", str(json_file))
+    fig["npuscope timeline load"] = run_snippet_wall("npuscope_load", str(json_file), "off")
+    return fig
+
+
+ROWS = [
+    # label, key, baseline key, target
+    ("cat", "cat csv", None, ""),
+    ("polars read_csv (raw file)", "polars read_csv", None, "baseline"),
+    ("npuscope load, no cache", "npuscope load, no cache", "polars read_csv", ""),
+    ("npuscope cold load (frames ready; cache written after)", "npuscope cold load", "polars read_csv", "<= 1.5x polars"),
+    ("npuscope cached reopen", "npuscope cached reopen", "polars read_csv", "<= 0.4x polars"),
+    ("npuscope report (load + diagnose + JSON, no cache)", "npuscope report", "npuscope load, no cache", "< 2x the load"),
+    ("cat", "cat json", None, ""),
+    ("orjson.loads, GC off", "orjson.loads, GC off", None, "baseline"),
+    ("npuscope timeline load, no cache", "npuscope timeline load", "orjson.loads, GC off", "<= 2.5x orjson; RSS <= 8x the JSON"),
+]
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=2_000_000)
     ap.add_argument("--json-mb", type=int, default=300)
-    ap.add_argument("--repeat", type=int, default=3, help="runs per figure; the median is shown")
+    ap.add_argument("--repeat", type=int, default=3, help="rounds; medians are shown")
     ap.add_argument("--skip-pandas", action="store_true")
     args = ap.parse_args()
     csv_file, json_file = ensure_data(args.rows, args.json_mb)
+    # npuscope opens what users open: the export folder (op_summary + op_statistic + step_trace).
+    export = csv_file.parent
     csv_mb = csv_file.stat().st_size / 1e6
     json_mb = json_file.stat().st_size / 1e6
-    results: list[tuple[str, str, float, int]] = []
+    rounds = []
+    for i in range(args.repeat):
+        print(f"round {i + 1}/{args.repeat} ...", file=sys.stderr)
+        rounds.append(_round(csv_file, export, json_file))
+    pandas = None if args.skip_pandas else run_snippet_wall("pandas_read_csv", str(csv_file))
 
-    def add(label: str, what: str, fig: tuple[float, int]) -> None:
-        results.append((label, what, *fig))
-        print(f"  {label:<34} {fig[0]:8.2f} s  {fig[1] / 1e6:8.0f} MB", file=sys.stderr)
+    def med(key: str, i: int) -> float:
+        return statistics.median(r[key][i] for r in rounds)
 
-    r = args.repeat
-    add("cat", "csv", measure(lambda: run_cat(csv_file), r))
-    add("polars read_csv", "csv", measure(lambda: run_snippet("polars_read_csv", str(csv_file)), r))
-    if not args.skip_pandas:
-        add("pandas read_csv", "csv", measure(lambda: run_snippet("pandas_read_csv", str(csv_file)), 1))
-    add("npuscope load, no cache", "csv", measure(lambda: run_snippet("npuscope_load", str(csv_file), "off"), r))
-
-    def cold_then_cached() -> tuple[tuple[float, int], tuple[float, int]]:
-        cache = tempfile.mkdtemp(prefix="npuscope-bench-cache-")
-        try:
-            env = {"NPUSCOPE_CACHE_DIR": cache}
-            cold = run_snippet_wall("npuscope_load", str(csv_file), "on", env=env)
-            cached = run_snippet("npuscope_load", str(csv_file), "on", env=env)
-            return cold, cached
-        finally:
-            shutil.rmtree(cache, ignore_errors=True)
-
-    pairs = [cold_then_cached() for _ in range(r)]
-    add("npuscope cold load (frames ready)", "csv", (statistics.median(p[0][0] for p in pairs), max(p[0][1] for p in pairs)))
-    add("npuscope cold process, start to exit", "csv", (statistics.median(p[0][2] for p in pairs), 0))
-    add("npuscope cached reopen", "csv", (statistics.median(p[1][0] for p in pairs), max(p[1][1] for p in pairs)))
-    add("npuscope report (load + diagnose + JSON)", "csv", measure(lambda: run_snippet("npuscope_report", str(csv_file)), r))
-    add("cat", "json", measure(lambda: run_cat(json_file), r))
-    add("orjson.loads, GC off", "json", measure(lambda: run_snippet("orjson_loads", str(json_file)), r))
-    add("npuscope timeline load, no cache", "json", measure(lambda: run_snippet("npuscope_load", str(json_file), "off"), r))
-
-    fig = {(label, what): (secs, rss) for label, what, secs, rss in results}
-    polars_s = fig[("polars read_csv", "csv")][0]
-    cold_s = fig[("npuscope load, no cache", "csv")][0]
-    orjson_s = fig[("orjson.loads, GC off", "json")][0]
     print(f"\nop_summary: {args.rows:,} rows, {csv_mb:,.0f} MB; msprof JSON: {json_mb:,.0f} MB; "
-          f"median of {r} run(s), each in a fresh process; {os.cpu_count()} cores\n")
-    print("| measurement | file | seconds | vs baseline | peak RSS (MB) | target |")
-    print("|---|---|---:|---:|---:|---|")
-    targets = {
-        ("npuscope load, no cache", "csv"): ("polars read_csv", ""),
-        ("npuscope cold load (frames ready)", "csv"): ("polars read_csv", "<= 1.5x polars read_csv"),
-        ("npuscope cold process, start to exit", "csv"): ("polars read_csv", "includes imports and the cache write"),
-        ("npuscope cached reopen", "csv"): ("polars read_csv", "<= 0.4x polars read_csv"),
-        ("npuscope report (load + diagnose + JSON)", "csv"): ("cold", "< 2x the load"),
-        ("npuscope timeline load, no cache", "json"): ("orjson", f"<= 2.5x orjson; RSS <= 8x JSON ({8 * json_mb:,.0f} MB)"),
-    }
-    for label, what, secs, rss in results:
-        base, target = targets.get((label, what), ("", ""))
+          f"{args.repeat} rounds, each figure in a fresh process; {os.cpu_count()} cores. "
+          "Ratios are medians of per-round ratios.\n")
+    print("| measurement | seconds (median) | ratio to baseline | peak RSS (MB) | target |")
+    print("|---|---:|---:|---:|---|")
+    for label, key, base, target in ROWS:
         ratio = ""
-        if base == "polars read_csv":
-            ratio = f"{secs / polars_s:.2f}x polars"
-        elif base == "orjson":
-            ratio = f"{secs / orjson_s:.2f}x orjson"
-        elif base == "cold":
-            ratio = f"{secs / cold_s:.2f}x load"
-        rss_txt = f"{rss / 1e6:,.0f}" if rss else "-"
-        print(f"| {label} | {what} | {secs:.2f} | {ratio} | {rss_txt} | {target} |")
+        if base:
+            ratio = f"{statistics.median(r[key][0] / r[base][0] for r in rounds):.2f}x"
+        rss = max(r[key][1] for r in rounds)
+        print(f"| {label} | {med(key, 0):.2f} | {ratio} | {rss / 1e6:,.0f} | {target} |".replace("| 0 |", "| - |"))
+        if key == "polars read_csv" and pandas is not None:
+            print(f"| pandas read_csv (raw file, 1 run) | {pandas[0]:.2f} | "
+                  f"{pandas[0] / med('polars read_csv', 0):.2f}x | {pandas[1] / 1e6:,.0f} | |")
+    print(f"\nRSS target for the timeline: 8 x {json_mb:,.0f} MB = {8 * json_mb:,.0f} MB. "
+          f"Cold load, whole process (imports, load, background cache write, exit): "
+          f"{med('npuscope cold load', 2):.2f} s.")
     return 0
 
 
