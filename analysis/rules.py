@@ -130,28 +130,38 @@ def dominant_op_type(d: CardData, th: Thresholds) -> list[Finding]:
     return out
 
 
-def long_task(d: CardData, th: Thresholds) -> list[Finding]:
-    long = d.tasks.filter(pl.col("duration_us") > th.long_task_us)
+def _duration_findings(
+    d: CardData, th: Thresholds, rows_all: pl.DataFrame, rule: str, title, threshold: str
+) -> list[Finding]:
+    """One finding per op type of `rows_all`, with the time at stake in task durations."""
     out = []
-    for op_type, n, total in _per_type(long, "duration_us"):
-        rows = long.filter(pl.col("op_type") == op_type)
+    for op_type, n, total in _per_type(rows_all, "duration_us"):
+        rows = rows_all.filter(pl.col("op_type") == op_type)
         out.append(
             Finding(
-                rule="long_task",
+                rule=rule,
                 severity="warning",
-                title=f"{n} {op_type} task(s) longer than {th.long_task_us:g} us",
+                title=title(op_type, n, rows),
                 card=d.card,
                 op_types=(op_type,),
                 op_names=_names(rows, op_type),
                 count=n,
                 time_us=total,
                 share_pct=_share(total, d.compute_us),
-                advice=ADVICE["long_task"],
+                advice=ADVICE[rule],
                 evidence=evidence(rows, "duration_us", th.evidence_rows),
-                threshold=f"Task Duration > {th.long_task_us:g} us",
+                threshold=threshold,
             )
         )
     return out
+
+
+def long_task(d: CardData, th: Thresholds) -> list[Finding]:
+    return _duration_findings(
+        d, th, d.tasks.filter(pl.col("duration_us") > th.long_task_us), "long_task",
+        lambda op_type, n, rows: f"{n} {op_type} task(s) longer than {th.long_task_us:g} us",
+        f"Task Duration > {th.long_task_us:g} us",
+    )
 
 
 def duration_outlier(d: CardData, th: Thresholds) -> list[Finding]:
@@ -194,29 +204,13 @@ def duration_outlier(d: CardData, th: Thresholds) -> list[Finding]:
 
 
 def ai_cpu(d: CardData, th: Thresholds) -> list[Finding]:
-    slow = d.tasks.filter((pl.col("task_type") == "AI_CPU") & (pl.col("duration_us") > th.ai_cpu_us))
-    out = []
-    for op_type, n, total in _per_type(slow, "duration_us"):
-        rows = slow.filter(pl.col("op_type") == op_type)
+    def title(op_type: str, n: int, rows: pl.DataFrame) -> str:
         dtypes = rows["input_dtypes"].drop_nulls().unique().sort().head(3).to_list()
-        out.append(
-            Finding(
-                rule="ai_cpu",
-                severity="warning",
-                title=f"{op_type} runs on AI_CPU: {n} task(s) over {th.ai_cpu_us:g} us"
-                + (f" (inputs {', '.join(dtypes)})" if dtypes else ""),
-                card=d.card,
-                op_types=(op_type,),
-                op_names=_names(rows, op_type),
-                count=n,
-                time_us=total,
-                share_pct=_share(total, d.compute_us),
-                advice=ADVICE["ai_cpu"],
-                evidence=evidence(rows, "duration_us", th.evidence_rows),
-                threshold=f"AI_CPU Task Duration > {th.ai_cpu_us:g} us",
-            )
-        )
-    return out
+        inputs = f" (inputs {', '.join(dtypes)})" if dtypes else ""
+        return f"{op_type} runs on AI_CPU: {n} task(s) over {th.ai_cpu_us:g} us{inputs}"
+
+    slow = d.tasks.filter((pl.col("task_type") == "AI_CPU") & (pl.col("duration_us") > th.ai_cpu_us))
+    return _duration_findings(d, th, slow, "ai_cpu", title, f"AI_CPU Task Duration > {th.ai_cpu_us:g} us")
 
 
 def _wait_findings(d: CardData, th: Thresholds, cause: str, rule: str, title: str) -> list[Finding]:
