@@ -6,22 +6,15 @@ file behind.
 Bad files are built from the real samples (fixtures/samples/msprof_golden) in tmp_path.
 Permission cases need a process for which chmod 000 really denies reads: root runs them in a
 subprocess as `nobody`, or, when `nobody` cannot run this interpreter (it lives under a
-0700 /root here), as root without CAP_DAC_OVERRIDE / CAP_DAC_READ_SEARCH.
+0700 /root here), as root without CAP_DAC_OVERRIDE / CAP_DAC_READ_SEARCH (tests/unpriv.py).
 """
 
 from __future__ import annotations
 
-import ctypes
-import functools
-import json
 import os
 import re
-import shutil
-import stat
 import subprocess
 import sys
-import tempfile
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +25,8 @@ import pytest
 
 from npuscope.parsers import FrameCache, ProfileError, open_profile
 from npuscope.parsers.cache import _KEY
+from unpriv import cli_env, make_dir, open_unprivileged, run_python, snapshot
+from unpriv import unpriv, world_dir  # noqa: F401 - fixtures
 
 GOLDEN = Path("msprof_golden") / "mindstudio_profiler_output"
 OP_SUMMARY = "op_summary_20240605100000.csv"
@@ -50,22 +45,6 @@ HINT = re.compile(
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def snapshot(root: Path) -> dict[str, tuple]:
-    """Names, types, sizes, modes and mtimes of everything below `root` (and root itself)."""
-    out: dict[str, tuple] = {}
-    st = root.lstat()
-    out["."] = (stat.S_IFMT(st.st_mode), stat.S_IMODE(st.st_mode), st.st_mtime_ns)
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            p = Path(dirpath, name)
-            st = p.lstat()
-            size = st.st_size if stat.S_ISREG(st.st_mode) else None
-            out[str(p.relative_to(root))] = (
-                stat.S_IFMT(st.st_mode), stat.S_IMODE(st.st_mode), size, st.st_mtime_ns
-            )
-    return out
 
 
 def assert_no_partial_cache(cache: Path) -> None:
@@ -98,13 +77,12 @@ def has_hint(msg: str, named: Path) -> bool:
     return HINT.search(msg.replace(str(named), "<path>")) is not None
 
 
-def cli_env(cache: Path, home: Path | None = None) -> dict[str, str]:
-    env = dict(os.environ)
-    env["NPUSCOPE_CACHE_DIR"] = str(cache)
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    if home is not None:
-        env["HOME"] = str(home)
-    return env
+def open_written(f: Path, data: bytes, cache_dir: Path, match: str | None = None) -> ProfileError:
+    """Write `data` to `f` and open it: the ProfileError it raises (matching `match`)."""
+    f.write_bytes(data)
+    with pytest.raises(ProfileError, match=match) as info:
+        open_profile(f, cache=FrameCache(cache_dir))
+    return info.value
 
 
 def start_cli(target: Path, cache: Path, cwd: Path, home: Path | None = None, **kw) -> subprocess.Popen:
@@ -424,22 +402,17 @@ def test_hint_pattern_is_not_vacuous():
 
 def test_missing_column_message_lists_only_the_missing_one(tmp_path, samples, cache_dir):
     _, data = _missing_duration(samples)
-    f = tmp_path / OP_SUMMARY
-    f.write_bytes(data)
-    with pytest.raises(ProfileError, match=r"missing column\(s\) Task Duration\(us\) or Duration\(us\);") as info:
-        open_profile(f, cache=FrameCache(cache_dir))
-    missing_part = str(info.value).split("; found")[0]
+    err = open_written(tmp_path / OP_SUMMARY, data, cache_dir,
+                       match=r"missing column\(s\) Task Duration\(us\) or Duration\(us\);")
+    missing_part = str(err).split("; found")[0]
     for present in ("Op Name", "OP Type", "Task Type", "Task Start Time(us)"):
         assert present not in missing_part
 
 
 def test_truncated_json_reports_byte_offset_of_the_cut(tmp_path, samples, cache_dir):
     _, data = _truncated_json(samples)
-    f = tmp_path / MSPROF
-    f.write_bytes(data)
-    with pytest.raises(ProfileError, match=r"byte (\d+)") as info:
-        open_profile(f, cache=FrameCache(cache_dir))
-    offset = int(re.search(r"byte (\d+)", str(info.value)).group(1))
+    err = open_written(tmp_path / MSPROF, data, cache_dir, match=r"byte (\d+)")
+    offset = int(re.search(r"byte (\d+)", str(err)).group(1))
     assert len(data) - 2 <= offset <= len(data)  # the error is at the cut, not elsewhere
 
 
@@ -447,146 +420,17 @@ def test_non_utf8_json_gives_the_line(tmp_path, samples, cache_dir):
     lines = pretty_timeline(samples).split(b"\n")
     assert b"Node@launch" in lines[6]
     lines[6] = lines[6].replace(b"Node@launch", "算子".encode("gbk") + b"@launch")
-    data = b"\n".join(lines)
     f = tmp_path / MSPROF
-    f.write_bytes(data)
-    with pytest.raises(ProfileError) as info:
-        open_profile(f, cache=FrameCache(cache_dir))
-    msg = check_message(info.value, f, ())
+    msg = check_message(open_written(f, b"\n".join(lines), cache_dir), f, ())
     assert re.search(r"\bline 7\b", msg), msg
     assert has_hint(msg, f), msg
 
 
 def test_json_array_of_non_events_is_not_a_trace(tmp_path, samples, cache_dir):
-    f = tmp_path / MSPROF
-    f.write_bytes(b'[{"foo": 1}, {"bar": 2}]')
-    with pytest.raises(ProfileError, match="not a Chrome-trace"):
-        open_profile(f, cache=FrameCache(cache_dir))
+    open_written(tmp_path / MSPROF, b'[{"foo": 1}, {"bar": 2}]', cache_dir, match="not a Chrome-trace")
 
 
 # --------------------------------------------------------------------------- permissions
-
-CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, PR_CAPBSET_DROP = 1, 2, 24
-NOBODY = 65534
-
-OPEN_SNIPPET = r"""
-import json, sys, traceback
-from npuscope.parsers import FrameCache, ProfileError, open_profile
-try:
-    cache = FrameCache(sys.argv[2])
-    p = open_profile(sys.argv[1], cache=cache)
-except ProfileError as e:
-    chained = e.__cause__ is not None or (e.__context__ is not None and not e.__suppress_context__)
-    out = {"outcome": "error", "message": str(e), "chained": chained}
-except BaseException:
-    out = {"outcome": "crash", "message": traceback.format_exc()}
-else:
-    out = {"outcome": "ok", "tasks": p.tasks.height, "problems": cache.problems}
-print(json.dumps(out))
-"""
-
-
-def _drop_dac_caps() -> None:  # runs in the child between fork and exec
-    libc = ctypes.CDLL(None, use_errno=True)
-    for cap in (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH):
-        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
-
-
-def _probe(kw: dict) -> str | None:
-    """None when a child started with `kw` imports npuscope and is denied a chmod-000 file."""
-    d = Path(tempfile.mkdtemp(dir="/tmp", prefix="npuscope-probe-"))
-    try:
-        d.chmod(0o755)
-        locked = d / "locked"
-        locked.write_text("x")
-        locked.chmod(0)
-        code = (
-            "import sys, npuscope.parsers\n"
-            "try:\n    open(sys.argv[1]).read()\nexcept PermissionError:\n    sys.exit(0)\n"
-            "sys.exit(3)\n"
-        )
-        try:
-            r = subprocess.run(
-                [sys.executable, "-c", code, str(locked)], capture_output=True, text=True,
-                cwd=d, env=cli_env(d, home=d), timeout=120, **kw,
-            )
-        except (OSError, subprocess.SubprocessError) as exc:
-            return f"cannot start: {exc}"
-        if r.returncode == 3:
-            return "chmod 000 does not deny reads"
-        if r.returncode != 0:
-            return (r.stderr.strip().splitlines() or ["exit %d" % r.returncode])[-1]
-        return None
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
-
-
-@functools.cache
-def unprivileged_mode() -> tuple[str, dict, str]:
-    """(mode, subprocess kwargs, why-not) where mode is inprocess | nobody | nocaps | skip."""
-    if os.geteuid() != 0:
-        d = Path(tempfile.mkdtemp(prefix="npuscope-probe-"))
-        try:
-            f = d / "locked"
-            f.write_text("x")
-            f.chmod(0)
-            try:
-                f.read_text()
-            except PermissionError:
-                return "inprocess", {}, ""
-            return "skip", {}, "chmod 000 does not deny reads to this (privileged) user"
-        finally:
-            shutil.rmtree(d, ignore_errors=True)
-    nobody = {"user": NOBODY, "group": NOBODY, "extra_groups": []}
-    why_nobody = _probe(nobody)
-    if why_nobody is None:
-        return "nobody", nobody, ""
-    nocaps = {"preexec_fn": _drop_dac_caps}
-    why_nocaps = _probe(nocaps)
-    if why_nocaps is None:
-        return "nocaps", nocaps, ""
-    return "skip", {}, f"as nobody: {why_nobody}; as root without DAC caps: {why_nocaps}"
-
-
-@pytest.fixture
-def unpriv():
-    mode, kw, why = unprivileged_mode()
-    if mode == "skip":
-        pytest.skip(f"cannot test permission denied here: {why}")
-    return mode, kw
-
-
-@pytest.fixture
-def world_dir():
-    """A fresh folder under /tmp that `nobody` can traverse; removed afterwards."""
-    d = Path(tempfile.mkdtemp(dir="/tmp", prefix="npuscope-test-"))
-    d.chmod(0o755)
-    yield d
-    for dirpath, dirnames, filenames in os.walk(d, topdown=True):
-        for name in dirnames:  # chmod before os.walk descends into it
-            os.chmod(os.path.join(dirpath, name), 0o755)
-    shutil.rmtree(d, ignore_errors=True)
-
-
-def open_unprivileged(target: Path, cache: Path, mode: str, kw: dict, cwd: Path) -> dict:
-    if mode == "inprocess":
-        c = FrameCache(cache)
-        try:
-            p = open_profile(target, cache=c)
-        except ProfileError as e:
-            chained = e.__cause__ is not None or (e.__context__ is not None and not e.__suppress_context__)
-            return {"outcome": "error", "message": str(e), "chained": chained}
-        except Exception:  # noqa: BLE001 - reported like the subprocess snippet does
-            return {"outcome": "crash", "message": traceback.format_exc()}
-        return {"outcome": "ok", "tasks": p.tasks.height, "problems": c.problems}
-    r = subprocess.run(
-        [sys.executable, "-c", OPEN_SNIPPET, str(target), str(cache)],
-        capture_output=True, text=True, cwd=cwd, env=cli_env(cache, home=cwd), timeout=120, **kw,
-    )
-    assert r.returncode == 0 and r.stdout.strip(), r.stderr
-    return json.loads(r.stdout.strip().splitlines()[-1])
-
 
 def _lock_op_summary(prof: Path) -> tuple[Path, Path, Path]:
     f = prof / MSOUT / OP_SUMMARY
@@ -641,13 +485,9 @@ PERM_CASES = [
 @pytest.mark.parametrize("lock", PERM_CASES)
 def test_permission_denied(lock, unpriv, world_dir, samples):
     mode, kw = unpriv
-    root = world_dir / "profile"
-    root.mkdir()
-    root.chmod(0o755)
+    root = make_dir(world_dir / "profile", 0o755)
     prof = make_capture(root, samples).parent
-    cache = world_dir / "cache"
-    cache.mkdir()
-    cache.chmod(0o777)
+    cache = make_dir(world_dir / "cache", 0o777)
     locked, target, named = lock(prof)
     locked.chmod(0)
     before = snapshot(root)
@@ -670,16 +510,10 @@ def test_permission_denied(lock, unpriv, world_dir, samples):
 
 def test_unreadable_unrelated_subfolder_does_not_crash(unpriv, world_dir, samples):
     mode, kw = unpriv
-    root = world_dir / "profile"
-    root.mkdir()
-    root.chmod(0o755)
+    root = make_dir(world_dir / "profile", 0o755)
     make_capture(root, samples)
-    locked = root / "lost+found"
-    locked.mkdir()
-    locked.chmod(0)
-    cache = world_dir / "cache"
-    cache.mkdir()
-    cache.chmod(0o777)
+    locked = make_dir(root / "lost+found", 0)
+    cache = make_dir(world_dir / "cache", 0o777)
     before = snapshot(root)
 
     cli = start_cli(root, cache, cwd=world_dir, home=world_dir, **kw)
@@ -707,8 +541,5 @@ def test_permission_runner_really_denies(unpriv, world_dir):
         with pytest.raises(PermissionError):
             f.read_text()
     else:
-        r = subprocess.run(
-            [sys.executable, "-c", code, str(f)], capture_output=True, text=True,
-            cwd=world_dir, env=cli_env(world_dir, home=world_dir), timeout=120, **kw,
-        )
+        r = run_python(["-c", code, f], cache=world_dir, cwd=world_dir, **kw)
         assert r.stdout.strip() == "denied", r.stderr

@@ -8,26 +8,22 @@ told apart by their columns: tasks have `start_ns`, events `ts_ns`, op_statistic
 
 from __future__ import annotations
 
-import ctypes
 import errno
-import functools
-import json
 import os
 import re
 import shutil
-import stat
 import subprocess
 import sys
-import tempfile
-import traceback
 from pathlib import Path
 
 import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from npuscope.parsers import FrameCache, ProfileError, open_profile
+from npuscope.parsers import FrameCache, open_profile
 from npuscope.parsers.cache import _KEY, default_dir
+from unpriv import cli_env, make_dir, make_read_only, make_writable, open_unprivileged, run_python, snapshot
+from unpriv import unpriv, world_dir  # noqa: F401 - fixtures
 
 MSOUT = "mindstudio_profiler_output"
 OP_SUMMARY = "op_summary_20240605100000.csv"
@@ -63,19 +59,6 @@ def assert_only_complete_entries(cache: Path, count: int | None = None) -> None:
     assert all(ENTRY_NAME.fullmatch(n) for n in names), f"stray or temp files: {names}"
     if count is not None:
         assert len(names) == count, names
-
-
-def snapshot(root: Path) -> dict[str, tuple]:
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            p = Path(dirpath, name)
-            st = p.lstat()
-            out[str(p.relative_to(root))] = (st.st_mode, st.st_size if stat.S_ISREG(st.st_mode) else None,
-                                             st.st_mtime_ns)
-    st = root.lstat()
-    out["."] = (st.st_mode, st.st_mtime_ns)
-    return out
 
 
 def assert_same_profile(a, b) -> None:
@@ -351,10 +334,9 @@ def test_disabled_cache_builds_even_over_a_poisoned_entry(golden, cache_dir):
 
 
 def _cli(args, cache: Path, cwd: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, NPUSCOPE_CACHE_DIR=str(cache), PYTHONDONTWRITEBYTECODE="1")
     return subprocess.run(
         [sys.executable, "-m", "npuscope", "inspect", *map(str, args)],
-        capture_output=True, text=True, cwd=cwd, env=env, timeout=120,
+        capture_output=True, text=True, cwd=cwd, env=cli_env(cache), timeout=120,
     )
 
 
@@ -420,25 +402,6 @@ def test_open_profile_default_cache_uses_the_env_folders(golden, cache_dir, monk
 # --------------------------------------------------------------------------- read-only profile
 
 
-def make_read_only(root: Path) -> None:
-    for dirpath, dirnames, filenames in os.walk(root):
-        for n in filenames:
-            os.chmod(os.path.join(dirpath, n), 0o444)
-    for dirpath, dirnames, _ in os.walk(root, topdown=False):
-        for n in dirnames:
-            os.chmod(os.path.join(dirpath, n), 0o555)
-    root.chmod(0o555)
-
-
-def make_writable(root: Path) -> None:
-    root.chmod(0o755)
-    for dirpath, dirnames, filenames in os.walk(root):
-        for n in dirnames:
-            os.chmod(os.path.join(dirpath, n), 0o755)
-        for n in filenames:
-            os.chmod(os.path.join(dirpath, n), 0o644)
-
-
 def test_read_only_profile_folder_opens_with_cache(golden, cache_dir):
     make_read_only(golden)
     try:
@@ -460,124 +423,7 @@ def test_read_only_profile_folder_opens_with_cache(golden, cache_dir):
 # Root ignores file modes, so the read-only and unwritable cases are also run in a process
 # that obeys them: `nobody` when it can start this interpreter, else root without the
 # CAP_DAC_OVERRIDE / CAP_DAC_READ_SEARCH capabilities (the interpreter may live under 0700
-# /root); a non-root user runs them in-process.
-
-CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, PR_CAPBSET_DROP = 1, 2, 24
-NOBODY = 65534
-
-OPEN_SNIPPET = r"""
-import json, sys, traceback
-from npuscope.parsers import FrameCache, ProfileError, open_profile
-try:
-    cache = FrameCache(sys.argv[2])
-    p = open_profile(sys.argv[1], cache=cache)
-except ProfileError as e:
-    out = {"outcome": "error", "message": str(e)}
-except BaseException:
-    out = {"outcome": "crash", "message": traceback.format_exc()}
-else:
-    out = {"outcome": "ok", "durations": p.tasks["duration_us"].to_list(),
-           "events": p.events.height, "hits": cache.hits, "misses": cache.misses,
-           "problems": cache.problems}
-print(json.dumps(out))
-"""
-
-
-def _drop_dac_caps() -> None:  # in the child, between fork and exec
-    libc = ctypes.CDLL(None, use_errno=True)
-    for cap in (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH):
-        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
-
-
-def _env(cache: Path, home: Path) -> dict[str, str]:
-    return dict(os.environ, NPUSCOPE_CACHE_DIR=str(cache), HOME=str(home), PYTHONDONTWRITEBYTECODE="1")
-
-
-def _probe(kw: dict) -> str | None:
-    d = Path(tempfile.mkdtemp(dir="/tmp", prefix="npuscope-probe-"))
-    try:
-        d.chmod(0o755)
-        locked = d / "locked"
-        locked.write_text("x")
-        locked.chmod(0)
-        code = (
-            "import sys, npuscope.parsers\n"
-            "try:\n    open(sys.argv[1]).read()\nexcept PermissionError:\n    sys.exit(0)\n"
-            "sys.exit(3)\n"
-        )
-        try:
-            r = subprocess.run([sys.executable, "-c", code, str(locked)], capture_output=True,
-                               text=True, cwd=d, env=_env(d, d), timeout=120, **kw)
-        except (OSError, subprocess.SubprocessError) as exc:
-            return f"cannot start: {exc}"
-        if r.returncode == 3:
-            return "chmod 000 does not deny reads"
-        return None if r.returncode == 0 else (r.stderr.strip().splitlines() or ["failed"])[-1]
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
-
-
-@functools.cache
-def unprivileged_mode() -> tuple[str, dict, str]:
-    if os.geteuid() != 0:
-        d = Path(tempfile.mkdtemp(prefix="npuscope-probe-"))
-        try:
-            (d / "sub").mkdir()
-            (d / "sub").chmod(0o555)
-            try:
-                (d / "sub" / "x").write_text("x")
-            except PermissionError:
-                return "inprocess", {}, ""
-            return "skip", {}, "file modes do not bind this (privileged) user"
-        finally:
-            (d / "sub").chmod(0o755)
-            shutil.rmtree(d, ignore_errors=True)
-    nobody = {"user": NOBODY, "group": NOBODY, "extra_groups": []}
-    why_nobody = _probe(nobody)
-    if why_nobody is None:
-        return "nobody", nobody, ""
-    nocaps = {"preexec_fn": _drop_dac_caps}
-    why_nocaps = _probe(nocaps)
-    if why_nocaps is None:
-        return "nocaps", nocaps, ""
-    return "skip", {}, f"as nobody: {why_nobody}; as root without DAC caps: {why_nocaps}"
-
-
-@pytest.fixture
-def unpriv():
-    mode, kw, why = unprivileged_mode()
-    if mode == "skip":
-        pytest.skip(f"cannot run as an unprivileged process here: {why}")
-    return mode, kw
-
-
-@pytest.fixture
-def world_dir():
-    """A fresh folder under /tmp that `nobody` can traverse; removed afterwards."""
-    d = Path(tempfile.mkdtemp(dir="/tmp", prefix="npuscope-test-"))
-    d.chmod(0o755)
-    yield d
-    make_writable(d)
-    shutil.rmtree(d, ignore_errors=True)
-
-
-def open_unprivileged(target: Path, cache: Path, mode: str, kw: dict, cwd: Path) -> dict:
-    if mode == "inprocess":
-        c = FrameCache(cache)
-        try:
-            p = open_profile(target, cache=c)
-        except ProfileError as e:
-            return {"outcome": "error", "message": str(e)}
-        except Exception:  # noqa: BLE001 - reported like the subprocess snippet does
-            return {"outcome": "crash", "message": traceback.format_exc()}
-        return {"outcome": "ok", "durations": p.tasks["duration_us"].to_list(),
-                "events": p.events.height, "hits": c.hits, "misses": c.misses, "problems": c.problems}
-    r = subprocess.run([sys.executable, "-c", OPEN_SNIPPET, str(target), str(cache)],
-                       capture_output=True, text=True, cwd=cwd, env=_env(cache, cwd), timeout=120, **kw)
-    assert r.returncode == 0 and r.stdout.strip(), r.stderr
-    return json.loads(r.stdout.strip().splitlines()[-1])
-
+# /root); a non-root user runs them in-process. The harness is tests/unpriv.py.
 
 def _profile_in(world_dir: Path, samples: Path) -> Path:
     prof = world_dir / "profile"
@@ -590,9 +436,7 @@ def test_read_only_profile_folder_as_unprivileged_process(unpriv, world_dir, sam
     mode, kw = unpriv
     prof = _profile_in(world_dir, samples)
     make_read_only(prof)
-    cache = world_dir / "cache"
-    cache.mkdir()
-    cache.chmod(0o777)
+    cache = make_dir(world_dir / "cache", 0o777)
     before = snapshot(prof)
 
     res = open_unprivileged(prof, cache, mode, kw, world_dir)
@@ -608,9 +452,7 @@ def test_read_only_profile_folder_as_unprivileged_process(unpriv, world_dir, sam
 def test_unwritable_cache_dir_as_unprivileged_process(unpriv, world_dir, samples):
     mode, kw = unpriv
     prof = _profile_in(world_dir, samples)
-    cache = world_dir / "cache"
-    cache.mkdir()
-    cache.chmod(0o555)
+    cache = make_dir(world_dir / "cache", 0o555)
     before = snapshot(prof)
 
     res = open_unprivileged(prof, cache, mode, kw, world_dir)
@@ -622,9 +464,7 @@ def test_unwritable_cache_dir_as_unprivileged_process(unpriv, world_dir, samples
     assert snapshot(prof) == before
 
     # The CLI goes on too, and says why nothing was cached.
-    env = _env(cache, world_dir)
-    proc = subprocess.run([sys.executable, "-m", "npuscope", "inspect", str(prof)], capture_output=True,
-                          text=True, cwd=world_dir, env=env, timeout=120, **kw)
+    proc = run_python(["-m", "npuscope", "inspect", prof], cache=cache, cwd=world_dir, **kw)
     assert proc.returncode == 0, proc.stderr
     assert "note      cache not written" in proc.stdout
     assert entries(cache) == []
