@@ -72,12 +72,29 @@ def _positive(text: str) -> int:
     return value
 
 
+SUBCOMMANDS = ("inspect", "report")
+
+
+def build_explorer_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="npuscope",
+        description=DESCRIPTION + " With no command, opens the explorer on PATH (default: the "
+        "bundled demo profile). Commands: " + ", ".join(SUBCOMMANDS) + " (npuscope COMMAND --help).",
+    )
+    parser.add_argument("--version", action="version", version=f"npuscope {__version__}")
+    parser.add_argument("path", nargs="?", help="profile folder or file (default: the bundled demo)")
+    parser.add_argument("--capture", help="which capture to open when PATH holds several (name or index)")
+    parser.add_argument("--no-cache", action="store_true", help="parse from scratch and write no cache entry")
+    parser.add_argument("--rules", metavar="FILE", help="TOML file overriding rule thresholds")
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or (argv[0] not in SUBCOMMANDS and argv[0] not in ("-h", "--help")):
+        return run_explorer(build_explorer_parser().parse_args(argv))
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command is None:
-        # The bare command shows the bundled demo profile.
-        args = parser.parse_args(["inspect"])
     from npuscope.parsers import ProfileError
 
     try:
@@ -101,6 +118,30 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     parser.error(f"unknown command {args.command}")
     return 2
+
+
+def run_explorer(args: argparse.Namespace) -> int:
+    """Check the path before the UI starts (bad input exits 2 with one line), then run."""
+    from npuscope.parsers import ProfileError
+
+    try:
+        from npuscope.analysis import Thresholds
+        from npuscope.parsers import discover
+        from npuscope.parsers.profile import select_capture
+
+        path = Path(args.path) if args.path else demo_path()
+        select_capture(discover(path), args.capture)
+        thresholds = Thresholds.load(args.rules) if args.rules else Thresholds()
+    except ProfileError as exc:
+        print(f"npuscope: {exc}", file=sys.stderr)
+        return 2
+    from npuscope.tui.app import NpuscopeApp
+
+    app = NpuscopeApp(path, capture=args.capture, cache=not args.no_cache, thresholds=thresholds)
+    app.run()
+    if app.error_message:
+        print(f"npuscope: {app.error_message}", file=sys.stderr)
+    return app.return_code or 0
 
 
 def demo_path() -> Path:

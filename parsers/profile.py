@@ -91,7 +91,7 @@ def _era(capture: Capture, source: Source) -> str:
     }.get(capture.layout, capture.layout)
 
 
-def _select(captures: list[Capture], which: str | int | None) -> Capture:
+def select_capture(captures: list[Capture], which: str | int | None) -> Capture:
     if which is None:
         return captures[0]
     if isinstance(which, int) or (isinstance(which, str) and which.isdigit()):
@@ -127,7 +127,7 @@ def open_profile(
     """Discover and parse one capture (the newest unless `capture` names one)."""
     root = Path(path).expanduser()
     captures = discover(root)
-    chosen = _select(captures, capture)
+    chosen = select_capture(captures, capture)
     cache = cache if cache is not None else FrameCache()
     files = tuple(
         p

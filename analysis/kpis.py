@@ -1,0 +1,63 @@
+"""Headline figures of one card for the explorer's KPI cards: where the time goes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from npuscope.parsers.columns import COMMUNICATION_TASK_TYPES
+
+MATRIX_CORES = ("AI_CORE", "MIX_AIC")
+
+
+@dataclass(frozen=True)
+class Kpi:
+    key: str
+    title: str
+    value: str
+    detail: str
+
+
+def _pct(part: float, whole: float) -> float:
+    return 100.0 * part / whole if whole > 0 else 0.0
+
+
+def card_kpis(tasks: pl.DataFrame) -> tuple[Kpi, ...]:
+    """Compute vs wait, AI_CORE share of compute, aclop vs aclnn, for one card's tasks."""
+    device = ~pl.col("task_type").is_in([*COMMUNICATION_TASK_TYPES, "CPU"]).fill_null(False)
+    s = tasks.select(
+        compute=pl.col("duration_us").sum(),
+        wait=pl.col("wait_us").sum(),
+        core=pl.col("duration_us").filter(pl.col("task_type").is_in(MATRIX_CORES)).sum(),
+        device=pl.col("duration_us").filter(device).sum(),
+        aclop_n=(device & ~pl.col("is_aclnn")).sum(),
+        aclnn_n=(device & pl.col("is_aclnn")).sum(),
+        aclop_t=pl.col("duration_us").filter(device & ~pl.col("is_aclnn")).sum(),
+    ).row(0, named=True)
+    compute, wait = s["compute"] or 0.0, s["wait"] or 0.0
+    busy = _pct(compute, compute + wait)
+    out = [
+        Kpi(
+            "compute_wait",
+            "Compute vs wait",
+            f"{busy:.0f}% / {100 - busy:.0f}%" if compute + wait else "-",
+            f"device busy {compute:,.0f} us, waiting {wait:,.0f} us",
+        ),
+        Kpi(
+            "ai_core",
+            "AI_CORE share",
+            f"{_pct(s['core'] or 0.0, compute):.0f}%",
+            "compute on the cube units (AI_CORE, MIX_AIC): keep it high",
+        ),
+    ]
+    if s["device"]:
+        out.append(
+            Kpi(
+                "aclop",
+                "aclop vs aclnn",
+                f"{s['aclop_n']:,} / {s['aclnn_n']:,} calls",
+                f"aclop {_pct(s['aclop_t'] or 0.0, compute):.0f}% of compute",
+            )
+        )
+    return tuple(out)

@@ -1,0 +1,221 @@
+"""The explorer driven by Pilot on the bundled demo profile: every key path."""
+
+from __future__ import annotations
+
+import csv
+
+import polars as pl
+import pytest
+
+from npuscope.fixtures.demo_profile import ensure_demo
+from npuscope.tui.app import NpuscopeApp
+from npuscope.tui.screens.finding_screen import FindingScreen
+from npuscope.tui.screens.help_screen import HelpScreen
+from npuscope.tui.screens.main_screen import MainScreen
+from npuscope.tui.widgets.cards_pane import CardsPane, FindingCard
+from npuscope.tui.widgets.frame_table import FrameTable
+from npuscope.tui.widgets.mini_timeline import MiniTimeline
+
+
+async def _loaded(pilot) -> MainScreen:
+    app = pilot.app
+    await app.workers.wait_for_complete()
+    await pilot.pause()
+    screen = app.main
+    assert screen.profile is not None, "the demo profile did not load"
+    return screen
+
+
+def _app(tmp_path, **kw) -> NpuscopeApp:
+    return NpuscopeApp(ensure_demo(), cache=False, export_dir=tmp_path / "exports", **kw)
+
+
+def _summary(screen) -> FrameTable:
+    return screen.query_one("#summary-table", FrameTable)
+
+
+async def test_first_screen_shows_header_cards_and_tasks(tmp_path):
+    app = _app(tmp_path)
+    async with app.run_test(size=(140, 44)) as pilot:
+        screen = await _loaded(pilot)
+        header = str(screen.query_one("#header").render())
+        assert "PROF_000001_20240605100000123" in header and "card" in header and "1,120 tasks" in header
+        cards = screen.query_one(CardsPane)
+        findings = [c.finding for c in cards.query(FindingCard)]
+        assert findings[0].rule == "recompilation" and findings[0].card == "0"
+        assert [f.time_us for f in findings] == sorted((f.time_us for f in findings), reverse=True)
+        table = _summary(screen)
+        assert table.row_count == 1120
+        starts = table.frame["start_us"].to_list()
+        assert starts == sorted(starts)  # chronological by default
+        assert "1,120 of 1,120 tasks" in str(screen.query_one("#status").render())
+
+
+async def test_sort_by_duration_and_wait_keys(tmp_path):
+    app = _app(tmp_path)
+    async with app.run_test(size=(140, 44)) as pilot:
+        screen = await _loaded(pilot)
+        table = _summary(screen)
+        table.focus()
+        await pilot.press("d")
+        dur = table.frame["duration_us"]
+        assert dur[0] == dur.max() and screen.sorts["summary"] == ("duration_us", True)
+        await pilot.press("w")
+        wait = table.frame["wait_us"]
+        assert wait[0] == wait.max()
+        await pilot.press("w")
+        assert table.frame["wait_us"][0] == wait.min()  # again: ascending
+        await pilot.press("t")
+        assert table.frame["row"].to_list() == sorted(table.frame["row"].to_list())
+
+
+async def test_filter_terms_and_escape(tmp_path):
+    app = _app(tmp_path)
+    async with app.run_test(size=(140, 44)) as pilot:
+        screen = await _loaded(pilot)
+        _summary(screen).focus()
+        await pilot.press("slash")
+        await pilot.press(*"type:ReduceSum cause:recompilation", "enter")
+        table = _summary(screen)
+        assert table.row_count == 28
+        assert set(table.frame["wait_cause"]) == {"recompilation"}
+        status = str(screen.query_one("#status").render())
+        assert "28 of 1,120 tasks" in status and "filter: type:ReduceSum cause:recompilation" in status
+        await pilot.press("escape")
+        assert _summary(screen).row_count == 1120
+        # A bad term keeps the previous view and says why.
+        await pilot.press("slash")
+        await pilot.press(*"dur>abc", "enter")
+        assert _summary(screen).row_count == 1120
+        assert any("dur>abc" in str(n.message) for n in app._notifications)
+
+
+async def test_card_drill_down_and_detail(tmp_path):
+    app = _app(tmp_path)
+    async with app.run_test(size=(140, 44)) as pilot:
+        screen = await _loaded(pilot)
+        cards = screen.query_one(CardsPane)
+        cards.focus()
+        cards.index = 0
+        await pilot.press("enter")
+        finding = cards.query(FindingCard).first().finding
+        table = _summary(screen)
+        assert screen.filter_query.text == "type:ReduceSum cause:recompilation"
+        assert table.current_row["row"] == finding.evidence[0]["row"]  # jumped to the worst task
+        assert table.current_row["wait_us"] == table.frame["wait_us"].max()
+        timeline = screen.query_one(MiniTimeline)
+        start, end = timeline.window
+        assert start <= table.current_row["start_ns"] <= end  # the selected task is in view
+        cards.focus()
+        await pilot.press("i")
+        assert isinstance(app.screen, FindingScreen)
+        assert app.screen.finding.rule == "recompilation"
+        await pilot.press("escape")
+        assert isinstance(app.screen, MainScreen)
+
+
+async def test_card_switching(tmp_path):
+    app = _app(tmp_path)
+    async with app.run_test(size=(140, 44)) as pilot:
+        screen = await _loaded(pilot)
+        _summary(screen).focus()
+        await pilot.press("right_square_bracket")
+        assert screen.card == "1"
+        assert set(_summary(screen).frame["card"]) == {"1"}
+        findings = [c.finding for c in screen.query_one(CardsPane).query(FindingCard)]
+        assert {f.card for f in findings} == {"1"}
+        assert any(f.rule == "host_op_wait" for f in findings)
+        await pilot.press("left_square_bracket")
+        assert screen.card == "0"
+
+
+async def test_op_statistics_enter_filters_summary(tmp_path):
+    app = _app(tmp_path)
+    async with app.run_test(size=(140, 44)) as pilot:
+        screen = await _loaded(pilot)
+        await pilot.press("2")
+        stats = screen.query_one("#stats-table", FrameTable)
+        assert stats.has_focus
+        totals = stats.frame["total_us"].to_list()
+        assert totals == sorted(totals, reverse=True)
+        top = stats.current_row["op_type"]
+        await pilot.press("enter")
+        assert screen.filter_query.text == f"type:{top}"
+        assert set(_summary(screen).frame["op_type"]) == {top}
+
+
+async def test_timeline_zoom_and_pan(tmp_path):
+    app = _app(tmp_path)
+    async with app.run_test(size=(140, 44)) as pilot:
+        screen = await _loaded(pilot)
+        timeline = screen.query_one(MiniTimeline)
+        timeline.focus()
+        full = timeline.window
+        await pilot.press("plus")
+        zoomed = timeline.window
+        assert zoomed[1] - zoomed[0] < full[1] - full[0]
+        await pilot.press("d")
+        assert timeline.window[0] > zoomed[0]
+        await pilot.press("a")
+        assert timeline.window[0] <= zoomed[0] + 1
+        await pilot.press("0")
+        assert timeline.window == full
+
+
+async def test_export_and_copy(tmp_path):
+    app = _app(tmp_path)
+    async with app.run_test(size=(140, 44)) as pilot:
+        screen = await _loaded(pilot)
+        _summary(screen).focus()
+        await pilot.press("slash")
+        await pilot.press(*"core:AI_CPU", "enter")
+        await pilot.press("e")
+        (csv_path,) = (tmp_path / "exports").glob("*op-summary*.csv")
+        with open(csv_path, newline="") as fh:
+            rows = list(csv.reader(fh))
+        assert rows[0][:3] == ["Start(us)", "Op Name", "OP Type"]
+        assert len(rows) - 1 == _summary(screen).row_count == 4
+        assert {r[3] for r in rows[1:]} == {"AI_CPU"}
+        await pilot.press("y")
+        assert app.clipboard.startswith("## Op report: ")
+        reports = list((tmp_path / "exports").glob("op-report-*.md"))
+        assert len(reports) == 1 and reports[0].read_text() == app.clipboard
+
+
+async def test_help_lists_every_key(tmp_path):
+    app = _app(tmp_path)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await _loaded(pilot)
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        from rich.console import Console
+
+        console = Console(width=160, record=True, file=open("/dev/null", "w"))
+        console.print(app.screen.keys_table)
+        text = console.export_text() + " ".join(str(w.render()) for w in app.screen.query("Static"))
+        for words in ("Sort dur", "Filter", "Export", "Copy op report", "Card detail", "Zoom in", "cause:"):
+            assert words in text, words
+        await pilot.press("escape")
+        assert isinstance(app.screen, MainScreen)
+
+
+async def test_narrow_terminal_stacks_the_panes(tmp_path):
+    app = _app(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await _loaded(pilot)
+        assert screen.has_class("narrow") and screen.has_class("short")
+        cards = screen.query_one(CardsPane)
+        assert cards.region.width == 80 and cards.display
+        assert _summary(screen).region.height > 3
+
+
+async def test_load_error_exits_2_with_the_message(tmp_path):
+    bad = tmp_path / "PROF_000001_20240605100000123_ABCDEFGHIJKLMNOP" / "mindstudio_profiler_output"
+    bad.mkdir(parents=True)
+    (bad / "op_summary_20240605100000.csv").write_text("Device_id,Op Name\n0,x\n")
+    app = NpuscopeApp(tmp_path, cache=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+    assert app.return_code == 2
+    assert "missing column" in app.error_message

@@ -1,0 +1,114 @@
+"""The explorer application: loads a profile in a worker and hands it to the main screen.
+
+Thin on purpose: parsing and diagnosis live in `npuscope.parsers` / `npuscope.analysis`,
+every pane is its own widget, the main screen wires them.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from textual import on, work
+from textual.app import App
+from textual.binding import Binding
+from textual.worker import Worker, WorkerState
+
+from npuscope.analysis import Thresholds, diagnose
+from npuscope.parsers import Cancelled, FrameCache, ProfileError, open_profile
+
+from .messages import LoadFailed, LoadProgressed, ProfileLoaded
+from .screens.main_screen import MainScreen
+
+
+class NpuscopeApp(App):
+    """npuscope explorer."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "npuscope"
+    BINDINGS = [
+        Binding("q", "quit", "Quit"),
+        Binding("question_mark", "help", "Keys"),
+    ]
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        capture: str | int | None = None,
+        cache: bool = True,
+        thresholds: Thresholds | None = None,
+        export_dir: Path | None = None,
+    ) -> None:
+        super().__init__()
+        self.path = path
+        self.capture = capture
+        self.use_cache = cache
+        self.thresholds = thresholds or Thresholds()
+        self.export_dir = export_dir
+        self.cancel_load = threading.Event()
+        self.error_message: str | None = None
+        self.main = MainScreen()
+
+    async def on_mount(self) -> None:
+        await self.push_screen(self.main)
+        self.load(self.capture)
+
+    def load(self, capture: str | int | None) -> None:
+        self.cancel_load.clear()
+        self.main.show_loading(f"opening {self.path}")
+        self._load(capture)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="load", description="load profile")
+    def _load(self, capture: str | int | None) -> None:
+        def progress(done: int, total: int, label: str) -> None:
+            self.post_message(LoadProgressed(done, total, label))
+
+        cache = FrameCache(enabled=self.use_cache, background=True)
+        try:
+            profile = open_profile(
+                self.path, capture=capture, cache=cache, progress=progress, cancel=self.cancel_load
+            )
+            self.post_message(LoadProgressed(1, 1, "diagnosing"))
+            diagnosis = diagnose(profile, self.thresholds)
+        except Cancelled:
+            self.post_message(LoadFailed("loading cancelled"))
+            return
+        except ProfileError as exc:
+            self.post_message(LoadFailed(str(exc)))
+            return
+        self.post_message(ProfileLoaded(profile, diagnosis))
+
+    @on(LoadProgressed)
+    def _progressed(self, message: LoadProgressed) -> None:
+        self.main.show_progress(message.done, message.total, message.label)
+
+    @on(ProfileLoaded)
+    def _loaded(self, message: ProfileLoaded) -> None:
+        self.main.show_profile(message.profile, message.diagnosis)
+
+    @on(LoadFailed)
+    def _failed(self, message: LoadFailed) -> None:
+        self.fail(message.message)
+
+    @on(Worker.StateChanged)
+    def _worker_changed(self, event: Worker.StateChanged) -> None:
+        # Anything the loader did not expect: say it in one line, never crash the UI.
+        if event.state == WorkerState.ERROR and event.worker.group == "load":
+            error = event.worker.error
+            self.fail(f"unexpected error while loading: {type(error).__name__}: {error}")
+
+    def fail(self, message: str) -> None:
+        if self.main.profile is None:
+            self.error_message = message
+            self.exit(return_code=2)
+        else:
+            self.notify(message, title="Cannot load", severity="error", markup=False)
+
+    def action_help(self) -> None:
+        from .screens.help_screen import HelpScreen
+
+        self.push_screen(HelpScreen(self.main))
+
+    def cancel_loading(self) -> None:
+        self.cancel_load.set()

@@ -1,0 +1,61 @@
+"""Detail of one finding: rule, threshold, evidence rows, advice, confidence."""
+
+from __future__ import annotations
+
+from rich.markup import escape
+from rich.table import Table
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Label, Static
+
+from npuscope.analysis import Finding
+
+
+def evidence_table(finding: Finding) -> Table:
+    table = Table(expand=True, header_style="bold", box=None)
+    for title, justify in (
+        ("Op Name", "left"), ("OP Type", "left"), ("Task Type", "left"), ("Start(us)", "right"),
+        ("Duration(us)", "right"), ("Wait(us)", "right"), ("Cause", "left"), ("Input Shapes", "left"),
+    ):
+        table.add_column(title, justify=justify, overflow="ellipsis", no_wrap=True)
+    for row in finding.evidence:
+        table.add_row(
+            escape(str(row.get("op_name"))),
+            escape(str(row.get("op_type"))),
+            escape(str(row.get("task_type"))),
+            f"{row.get('start_us') or 0:,.3f}",
+            f"{row.get('duration_us') or 0:,.3f}",
+            f"{row.get('wait_us') or 0:,.3f}",
+            escape(str(row.get("wait_cause") or "-")),
+            escape(str(row.get("input_shapes") or "-")),
+        )
+    return table
+
+
+class FindingScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,i,q", "dismiss", "Close")]
+
+    def __init__(self, finding: Finding) -> None:
+        super().__init__()
+        self.finding = finding
+
+    def compose(self) -> ComposeResult:
+        f = self.finding
+        with VerticalScroll(id="finding", classes="dialog"):
+            yield Label(escape(f"{f.severity.upper()}  {f.title}"), classes="dialog-title")
+            yield Static(
+                escape(
+                    f"rule {f.rule} · card {f.card} · threshold: {f.threshold} · "
+                    f"confidence: {f.confidence}\n"
+                    f"{f.count:,} task(s) · {f.time_us:,.1f} us at stake · {f.share_pct:.1f}%"
+                )
+            )
+            if f.op_names:
+                yield Static(escape("op names: " + ", ".join(f.op_names)))
+            yield Label("Evidence (worst first)", classes="section")
+            yield Static(evidence_table(f) if f.evidence else "no task rows for this finding")
+            yield Label("What to do", classes="section")
+            yield Static(escape(f.advice))
+            yield Label("Esc closes · Enter on the card filters the tables", classes="hint")

@@ -1,0 +1,70 @@
+"""Every key, gathered from the bindings themselves so the list cannot drift from the code."""
+
+from __future__ import annotations
+
+from rich.markup import escape
+from rich.table import Table
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Label, Static
+
+from npuscope.analysis.query import QUERY_HELP
+
+from ..widgets.cards_pane import CardsPane
+from ..widgets.frame_table import FrameTable
+from ..widgets.mini_timeline import MiniTimeline
+
+KEY_NAMES = {
+    "left_square_bracket": "[", "right_square_bracket": "]", "slash": "/", "question_mark": "?",
+    "escape": "Esc", "enter": "Enter", "pageup": "PgUp", "pagedown": "PgDn", "plus": "+",
+    "minus": "-", "equals_sign": "=", "left": "←", "right": "→", "up": "↑", "down": "↓",
+}
+
+
+def key_rows(where: str, bindings) -> list[tuple[str, str, str]]:
+    rows = []
+    for b in bindings:
+        if isinstance(b, tuple):
+            b = Binding(*b)
+        keys = " ".join(KEY_NAMES.get(k.strip(), k.strip()) for k in b.key.split(","))
+        rows.append((where, keys, b.description or b.action))
+    return rows
+
+
+def all_keys(screen) -> list[tuple[str, str, str]]:
+    from ..app import NpuscopeApp
+
+    rows = key_rows("everywhere", NpuscopeApp.BINDINGS)
+    rows.append(("everywhere", "ctrl+p", "Command palette: every action"))
+    rows += key_rows("main", type(screen).BINDINGS)
+    rows += key_rows("cards", CardsPane.BINDINGS)
+    rows.append(("cards", "Enter", "Filter the tables to the finding and jump to its worst task"))
+    rows += key_rows("tables", FrameTable.BINDINGS)
+    rows.append(("op statistics", "Enter", "Show that op type's tasks in the op summary"))
+    rows += key_rows("timeline", MiniTimeline.BINDINGS)
+    return rows
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close")]
+
+    def __init__(self, main_screen) -> None:
+        super().__init__()
+        self.main_screen = main_screen
+
+    def compose(self) -> ComposeResult:
+        table = Table(box=None, header_style="bold", expand=True)
+        table.add_column("where")
+        table.add_column("keys")
+        table.add_column("does")
+        for where, keys, does in all_keys(self.main_screen):
+            table.add_row(where, escape(keys), escape(does))
+        self.keys_table = table
+        with VerticalScroll(id="help", classes="dialog"):
+            yield Label("Keys", classes="dialog-title")
+            yield Static(table)
+            yield Label("Filter language", classes="section")
+            yield Static(escape(QUERY_HELP))
+            yield Label("Esc closes", classes="hint")

@@ -1,0 +1,399 @@
+"""The main screen: header, cards, op summary / op statistics tables, mini timeline.
+
+It keeps the view state (card, filter, sort per table) and asks the analysis layer for the
+frames to show; the widgets only render what they are given.
+
+| key | action |
+|---|---|
+| `[` / `]` | previous / next card |
+| `p` / `P` | pick a card / pick a capture |
+| `1` / `2` | op summary / op statistics |
+| `/` | filter; Esc clears |
+| `d` / `w` / `t` | sort by duration / by wait / chronological (again: reverse) |
+| `s` / `r` | sort by the next column / reverse the order |
+| `e` | export the current table (CSV and markdown) |
+| `y` | copy the selected task's op report (and write it to a file) |
+| `i` | detail of the highlighted finding card |
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import Footer, Label, ProgressBar, Static, TabbedContent, TabPane
+
+from npuscope.analysis import Diagnosis, Finding
+from npuscope.analysis.export import export_dir, export_table, write_text_atomic
+from npuscope.analysis.kpis import card_kpis
+from npuscope.analysis.op_report import op_report
+from npuscope.analysis.query import Query, QueryError, filter_stats, filter_tasks, parse_query, sort_frame, totals
+from npuscope.analysis.report import card_summary
+from npuscope.analysis.timeline_view import build_model
+from npuscope.parsers import Profile, ProfileError
+
+from ..widgets.cards_pane import CardsPane
+from ..widgets.filter_bar import FilterBar
+from ..widgets.frame_table import Column, FrameTable
+from ..widgets.header_bar import HeaderBar
+from ..widgets.mini_timeline import MiniTimeline
+
+SUMMARY_COLUMNS = (
+    Column("start_us", "Start(us)", 14, numeric=True),
+    Column("op_name", "Op Name", 34),
+    Column("op_type", "OP Type", 18),
+    Column("task_type", "Task Type", 14),
+    Column("duration_us", "Duration(us)", 13, numeric=True),
+    Column("wait_us", "Wait(us)", 12, numeric=True),
+    Column("wait_cause", "Cause", 13, style_key="wait_cause"),
+    Column("input_shapes", "Input Shapes", 26),
+    Column("input_dtypes", "Input Dtypes", 18),
+)
+STATS_COLUMNS = (
+    Column("op_type", "OP Type", 24),
+    Column("core_type", "Core Type", 14),
+    Column("count", "Count", 9, numeric=True, decimals=0),
+    Column("total_us", "Total(us)", 14, numeric=True),
+    Column("avg_us", "Avg(us)", 11, numeric=True),
+    Column("max_us", "Max(us)", 11, numeric=True),
+    Column("max_over_avg", "Max/Avg", 8, numeric=True, decimals=1),
+    Column("ratio_pct", "Ratio(%)", 20, numeric=True, bar=True),
+)
+CAUSE_STYLES = {
+    "recompilation": "bold red",
+    "host_op": "bold yellow",
+    "unexplained": "grey62",
+    "expected": "dim",
+}
+TASK_VIEW = (
+    "row", "card", "start_ns", "start_us", "op_name", "op_type", "task_type", "duration_us",
+    "wait_us", "wait_cause", "input_shapes", "input_dtypes", "is_aclnn", "op_state",
+)
+DEFAULT_SORT = {"summary": ("row", False), "stats": ("total_us", True)}
+WAIT_RULES = {"recompilation": "recompilation", "host_op_wait": "host_op"}
+
+
+def drill_down_query(finding: Finding) -> tuple[str, tuple[str, bool]]:
+    """The filter and sort that show a finding's tasks, worst first."""
+    terms = [f"type:{t}" for t in finding.op_types[:1]]
+    sort = ("duration_us", True)
+    if finding.rule in WAIT_RULES:
+        terms.append(f"cause:{WAIT_RULES[finding.rule]}")
+        sort = ("wait_us", True)
+    elif finding.rule == "ai_cpu":
+        terms.append("core:AI_CPU")
+    elif finding.rule == "long_task":
+        terms.append("dur>1000")
+    elif finding.rule == "aclop_share":
+        terms = ["aclop"]
+    return " ".join(terms), sort
+
+
+class MainScreen(Screen):
+    BINDINGS = [
+        Binding("left_square_bracket", "card(-1)", "Prev card"),
+        Binding("right_square_bracket", "card(1)", "Next card"),
+        Binding("p", "pick_card", "Pick card", show=False),
+        Binding("P", "pick_capture", "Pick capture", show=False),
+        Binding("1", "tab('summary')", "Op summary", show=False),
+        Binding("2", "tab('stats')", "Op statistics", show=False),
+        Binding("slash", "filter", "Filter"),
+        Binding("escape", "escape", "Clear", show=False),
+        Binding("d", "sort('duration_us')", "Sort dur"),
+        Binding("w", "sort('wait_us')", "Sort wait"),
+        Binding("t", "sort('row')", "Chrono", show=False),
+        Binding("s", "next_sort_column", "Sort col", show=False),
+        Binding("r", "reverse", "Reverse", show=False),
+        Binding("e", "export", "Export"),
+        Binding("y", "copy_report", "Copy op report"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.profile: Profile | None = None
+        self.diagnosis: Diagnosis | None = None
+        self.card: str = ""
+        self.filter_query: Query = parse_query("")
+        self.sorts: dict[str, tuple[str, bool]] = dict(DEFAULT_SORT)
+        self._card_tasks: dict[str, pl.DataFrame] = {}
+        self._models: dict[str, object] = {}
+
+    # ---------------------------------------------------------------- layout
+    def compose(self) -> ComposeResult:
+        yield HeaderBar("npuscope", id="header")
+        with Vertical(id="loading"):
+            yield Label("opening", id="loading-label")
+            yield ProgressBar(total=100, show_eta=False, id="loading-bar")
+            yield Label("Esc cancels", classes="hint")
+        with Horizontal(id="body"):
+            yield CardsPane(id="cards")
+            with Vertical(id="tables"):
+                with TabbedContent(id="tabs", initial="summary"):
+                    with TabPane("Op summary [1]", id="summary"):
+                        yield FrameTable(id="summary-table")
+                    with TabPane("Op statistics [2]", id="stats"):
+                        yield FrameTable(id="stats-table")
+                yield FilterBar()
+                yield Static("", id="status")
+        yield MiniTimeline(id="timeline")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#summary-table", FrameTable).cell_styles = CAUSE_STYLES
+        self.query_one("#filter").display = False
+
+    def on_resize(self, event) -> None:
+        self.set_class(self.size.width < 110, "narrow")
+        self.set_class(self.size.height < 30, "short")
+
+    # ---------------------------------------------------------------- loading
+    def show_loading(self, label: str) -> None:
+        self.remove_class("loaded")
+        self.query_one("#loading-label", Label).update(label)
+
+    def show_progress(self, done: int, total: int, label: str) -> None:
+        bar = self.query_one("#loading-bar", ProgressBar)
+        bar.update(total=max(total, 1), progress=done)
+        self.query_one("#loading-label", Label).update(f"{label}  {done / 1e6:,.1f} / {total / 1e6:,.1f} MB")
+
+    def show_profile(self, profile: Profile, diagnosis: Diagnosis) -> None:
+        self.profile, self.diagnosis = profile, diagnosis
+        self._card_tasks.clear()
+        self._models.clear()
+        self.add_class("loaded")
+        self.card = profile.cards[0] if profile.cards else ""
+        self._show_card()
+        for note in profile.notes:
+            self.notify(note, title="Note", markup=False, timeout=6)
+        self.query_one("#summary-table", FrameTable).focus()
+
+    # ---------------------------------------------------------------- data
+    def card_tasks(self) -> pl.DataFrame:
+        if self.card not in self._card_tasks:
+            tasks = self.diagnosis.tasks.select(TASK_VIEW)
+            if self.profile.cards != (self.card,):
+                tasks = tasks.filter(pl.col("card") == self.card)
+            self._card_tasks[self.card] = tasks
+        return self._card_tasks[self.card]
+
+    def card_stats(self) -> pl.DataFrame:
+        stats = self.profile.op_statistic.filter(pl.col("card") == self.card)
+        return stats.with_columns(
+            (pl.col("max_us") / pl.col("avg_us")).fill_nan(None).alias("max_over_avg"),
+            pl.int_range(pl.len(), dtype=pl.UInt32).alias("row"),
+        )
+
+    def _show_card(self) -> None:
+        p, d = self.profile, self.diagnosis
+        tasks = self.card_tasks()
+        self.query_one(HeaderBar).show(
+            capture=p.capture.name,
+            layout=p.era,
+            card=self.card,
+            cards=p.cards,
+            summary=card_summary(p, tasks, self.card),
+        )
+        self.query_one(CardsPane).show(d.for_card(self.card), card_kpis(tasks))
+        if self.card not in self._models:
+            self._models[self.card] = build_model(tasks, p.events, self.card)
+        self.query_one(MiniTimeline).set_model(self._models[self.card])
+        self.refresh_tables()
+
+    def refresh_tables(self, *, jump_to_row: int | None = None) -> None:
+        summary = self.query_one("#summary-table", FrameTable)
+        key, desc = self.sorts["summary"]
+        frame = sort_frame(filter_tasks(self.card_tasks(), self.filter_query), key, desc)
+        summary.set_data(frame, SUMMARY_COLUMNS, sort=(key, desc) if key != "row" else None)
+        stats_table = self.query_one("#stats-table", FrameTable)
+        key, desc = self.sorts["stats"]
+        stats = sort_frame(filter_stats(self.card_stats(), self.filter_query), key, desc)
+        stats_table.set_data(stats, STATS_COLUMNS, sort=(key, desc))
+        if jump_to_row is not None:
+            summary.move_to_key(jump_to_row)
+        self._update_status()
+
+    def _update_status(self) -> None:
+        table = self.current_table()
+        if table.id == "summary-table":
+            rows, dur, wait = totals(table.frame)
+            total = self.card_tasks().height
+            text = f"{rows:,} of {total:,} tasks · Σ duration {dur:,.1f} us · Σ wait {wait:,.1f} us"
+        else:
+            text = f"{table.row_count:,} op types"
+        key, desc = self.sorts["summary" if table.id == "summary-table" else "stats"]
+        order = "time order" if key == "row" else f"sorted by {key} {'▼' if desc else '▲'}"
+        flt = f" · filter: {self.filter_query.text}" if self.filter_query.text else ""
+        self.query_one("#status", Static).update(f"{text} · {order}{flt}")
+
+    def current_table(self) -> FrameTable:
+        tab = self.query_one("#tabs", TabbedContent).active or "summary"
+        return self.query_one(f"#{tab}-table", FrameTable)
+
+    # ---------------------------------------------------------------- actions
+    def action_card(self, step: int) -> None:
+        if not self.profile or len(self.profile.cards) < 2:
+            return
+        cards = self.profile.cards
+        self.card = cards[(cards.index(self.card) + step) % len(cards)]
+        self._show_card()
+
+    def action_pick_card(self) -> None:
+        if not self.profile:
+            return
+        from .pick_screen import PickScreen
+
+        def chosen(card: str | None) -> None:
+            if card is not None and card != self.card:
+                self.card = card
+                self._show_card()
+
+        self.app.push_screen(PickScreen("Pick a card", list(self.profile.cards), self.card), chosen)
+
+    def action_pick_capture(self) -> None:
+        if not self.profile or len(self.profile.captures) < 2:
+            self.notify("This folder holds one capture.")
+            return
+        from .pick_screen import PickScreen
+
+        names = [c.name for c in self.profile.captures]
+
+        def chosen(name: str | None) -> None:
+            if name is not None and name != self.profile.capture.name:
+                self.app.load(name)
+
+        self.app.push_screen(PickScreen("Pick a capture (newest first)", names, self.profile.capture.name), chosen)
+
+    def action_tab(self, tab: str) -> None:
+        self.query_one("#tabs", TabbedContent).active = tab
+        self.query_one(f"#{tab}-table", FrameTable).focus()
+        self._update_status()
+
+    def action_filter(self) -> None:
+        bar = self.query_one(FilterBar)
+        bar.display = True
+        bar.value = self.filter_query.text
+        bar.focus()
+
+    def action_escape(self) -> None:
+        if self.profile is None:
+            self.app.cancel_loading()
+            return
+        if self.filter_query.text:
+            self.apply_filter("")
+
+    def apply_filter(self, text: str, *, sort: tuple[str, bool] | None = None, jump_to_row: int | None = None) -> bool:
+        try:
+            self.filter_query = parse_query(text)
+        except QueryError as exc:
+            self.notify(str(exc), title="Filter", severity="error", markup=False)
+            return False
+        if sort is not None:
+            self.sorts["summary"] = sort
+        bar = self.query_one(FilterBar)
+        bar.value = self.filter_query.text
+        bar.display = bool(self.filter_query.text)
+        self.refresh_tables(jump_to_row=jump_to_row)
+        return True
+
+    def action_sort(self, key: str) -> None:
+        table = "summary" if self.current_table().id == "summary-table" else "stats"
+        if table == "stats":
+            key = {"duration_us": "total_us", "wait_us": "total_us", "row": "total_us"}.get(key, key)
+        current, desc = self.sorts[table]
+        # First press sorts worst first (chronological: earliest first); again reverses.
+        self.sorts[table] = (key, not desc) if current == key else (key, key != "row")
+        self.refresh_tables()
+
+    def action_next_sort_column(self) -> None:
+        table = "summary" if self.current_table().id == "summary-table" else "stats"
+        columns = [c.key for c in (SUMMARY_COLUMNS if table == "summary" else STATS_COLUMNS)]
+        current, _ = self.sorts[table]
+        nxt = columns[(columns.index(current) + 1) % len(columns)] if current in columns else columns[0]
+        self.sorts[table] = (nxt, True)
+        self.refresh_tables()
+
+    def action_reverse(self) -> None:
+        table = "summary" if self.current_table().id == "summary-table" else "stats"
+        key, desc = self.sorts[table]
+        self.sorts[table] = (key, not desc)
+        self.refresh_tables()
+
+    def action_export(self) -> None:
+        if not self.profile:
+            return
+        table = self.current_table()
+        which = "op-summary" if table.id == "summary-table" else "op-statistic"
+        columns = [(c.key, c.title) for c in (SUMMARY_COLUMNS if which == "op-summary" else STATS_COLUMNS)]
+        stem = f"{self.profile.capture.name}-card{self.card}-{which}"
+        try:
+            csv_path, md_path = export_table(table.frame, columns, self.exports_dir(), stem)
+        except ProfileError as exc:
+            self.notify(str(exc), title="Export failed", severity="error", markup=False)
+            return
+        self.notify(f"{table.row_count:,} rows written to {csv_path} and {md_path.name}", title="Exported", markup=False)
+
+    def action_copy_report(self) -> None:
+        if not self.profile:
+            return
+        row = self.query_one("#summary-table", FrameTable).current_row
+        if row is None:
+            self.notify("No task selected.", severity="warning")
+            return
+        task = self.diagnosis.tasks.row(int(row["row"]), named=True)
+        text = op_report(self.profile, self.diagnosis, task)
+        self.app.copy_to_clipboard(text)
+        name = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in task["op_name"])[:60]
+        try:
+            path = write_text_atomic(self.exports_dir() / f"op-report-{name}-{task['row']}.md", text)
+        except ProfileError as exc:
+            self.notify(f"Copied; file not written: {exc}", severity="warning", markup=False)
+            return
+        self.notify(f"Op report copied (OSC 52) and written to {path}", title="Op report", markup=False)
+
+    def exports_dir(self) -> Path:
+        return self.app.export_dir or export_dir(self.profile.path)
+
+    # ---------------------------------------------------------------- messages
+    @on(FilterBar.Applied)
+    def _filter_applied(self, message: FilterBar.Applied) -> None:
+        if self.apply_filter(message.text):
+            self.current_table().focus()
+
+    @on(FrameTable.HeaderSelected)
+    def _header(self, message: FrameTable.HeaderSelected) -> None:
+        table = "summary" if message.table.id == "summary-table" else "stats"
+        current, desc = self.sorts[table]
+        self.sorts[table] = (message.key, not desc) if current == message.key else (message.key, True)
+        self.refresh_tables()
+
+    @on(FrameTable.RowHighlighted, "#summary-table")
+    def _task_highlighted(self, message: FrameTable.RowHighlighted) -> None:
+        row = message.row
+        if row:
+            end = row["start_ns"] + round(row["duration_us"] * 1000)
+            self.query_one(MiniTimeline).select(int(row["start_ns"]), end)
+
+    @on(FrameTable.RowSelected, "#stats-table")
+    def _type_chosen(self, message: FrameTable.RowSelected) -> None:
+        op_type = message.row["op_type"]
+        if self.apply_filter(f"type:{op_type}"):
+            self.action_tab("summary")
+
+    @on(CardsPane.Chosen)
+    def _card_chosen(self, message: CardsPane.Chosen) -> None:
+        finding = message.finding
+        text, sort = drill_down_query(finding)
+        worst = finding.evidence[0]["row"] if finding.evidence else None
+        if self.apply_filter(text, sort=sort, jump_to_row=worst):
+            self.action_tab("summary")
+
+    @on(CardsPane.DetailRequested)
+    def _card_detail(self, message: CardsPane.DetailRequested) -> None:
+        from .finding_screen import FindingScreen
+
+        self.app.push_screen(FindingScreen(message.finding))

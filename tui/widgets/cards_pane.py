@@ -1,0 +1,82 @@
+"""The cards pane: one card per finding (ordered by time at stake) and a few KPI cards."""
+
+from __future__ import annotations
+
+from rich.markup import escape
+from rich.text import Text
+from textual.binding import Binding
+from textual.message import Message
+from textual.widgets import Label, ListItem, ListView
+
+from npuscope.analysis import Finding
+from npuscope.analysis.kpis import Kpi
+
+from ..format import human_us
+
+SEVERITY_CLASS = {"critical": "card--critical", "warning": "card--warning", "info": "card--info"}
+SEVERITY_MARK = {"critical": "CRIT", "warning": "WARN", "info": "INFO"}
+
+
+class FindingCard(ListItem):
+    def __init__(self, finding: Finding) -> None:
+        super().__init__(classes=f"card {SEVERITY_CLASS[finding.severity]}")
+        self.finding = finding
+
+    def compose(self):
+        f = self.finding
+        head = Text.assemble(
+            (SEVERITY_MARK[f.severity], "bold"),
+            " ",
+            (human_us(f.time_us, 0) if f.time_us else "-", "bold"),
+            ("  suspected" if f.confidence == "suspected" else "", "italic"),
+        )
+        yield Label(head, classes="card-head")
+        yield Label(escape(f.title), classes="card-title")
+        yield Label(escape(f.advice.split(":")[0].split(";")[0].strip() + "."), classes="card-advice")
+
+
+class KpiCard(ListItem):
+    def __init__(self, kpi: Kpi) -> None:
+        super().__init__(classes="card card--kpi")
+        self.kpi = kpi
+
+    def compose(self):
+        yield Label(Text.assemble((self.kpi.title, "bold"), "  ", self.kpi.value), classes="card-head")
+        yield Label(escape(self.kpi.detail), classes="card-advice")
+
+
+class CardsPane(ListView):
+    """Findings first, then KPIs. Enter drills down; `i` opens the finding's detail."""
+
+    BINDINGS = [Binding("i", "detail", "Card detail")]
+
+    class Chosen(Message):
+        def __init__(self, finding: Finding) -> None:
+            super().__init__()
+            self.finding = finding
+
+    class DetailRequested(Message):
+        def __init__(self, finding: Finding) -> None:
+            super().__init__()
+            self.finding = finding
+
+    def show(self, findings: tuple[Finding, ...], kpis: tuple[Kpi, ...]) -> None:
+        self.clear()
+        items = [FindingCard(f) for f in findings] + [KpiCard(k) for k in kpis]
+        if items:
+            self.extend(items)
+            self.index = 0
+
+    def _highlighted_finding(self) -> Finding | None:
+        item = self.highlighted_child
+        return item.finding if isinstance(item, FindingCard) else None
+
+    def on_list_view_selected(self, event: ListView.Selected) -> None:
+        event.stop()
+        if isinstance(event.item, FindingCard):
+            self.post_message(self.Chosen(event.item.finding))
+
+    def action_detail(self) -> None:
+        finding = self._highlighted_finding()
+        if finding is not None:
+            self.post_message(self.DetailRequested(finding))

@@ -1,0 +1,26 @@
+"""The header line: capture, layout, card, and the card's totals."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+from ..format import human_us
+
+
+class HeaderBar(Static):
+    def show(self, *, capture: str, layout: str, card: str, cards: tuple[str, ...], summary: dict) -> None:
+        position = f"{cards.index(card) + 1}/{len(cards)}" if card in cards else ""
+        self.update(
+            Text.assemble(
+                ("card ", "dim"),
+                (f" {card} ", "bold reverse"),
+                (f" {position}" if len(cards) > 1 else "", "dim"),
+                "  ",
+                f"{summary['tasks']:,} tasks · compute {human_us(summary['compute_us'])} · "
+                f"wait {human_us(summary['wait_us'])} · span {human_us(summary['span_us'])}",
+                "   ",
+                (capture, "bold"),
+                (f"  {layout}", "dim"),
+            )
+        )
