@@ -215,7 +215,9 @@ async def test_load_error_exits_2_with_the_message(tmp_path):
     (bad / "op_summary_20240605100000.csv").write_text("Device_id,Op Name\n0,x\n")
     app = NpuscopeApp(tmp_path, cache=False)
     async with app.run_test(size=(100, 30)) as pilot:
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        for _ in range(200):
+            if app.return_code is not None:
+                break
+            await pilot.pause(0.05)
     assert app.return_code == 2
     assert "missing column" in app.error_message

@@ -208,11 +208,12 @@ class MainScreen(Screen):
         summary = self.query_one("#summary-table", FrameTable)
         key, desc = self.sorts["summary"]
         frame = sort_frame(filter_tasks(self.card_tasks(), self.filter_query), key, desc)
-        summary.set_data(frame, SUMMARY_COLUMNS, sort=(key, desc) if key != "row" else None)
+        # A new order or filter starts at the top (worst first); drill-downs jump explicitly.
+        summary.set_data(frame, SUMMARY_COLUMNS, sort=(key, desc) if key != "row" else None, keep_key=None)
         stats_table = self.query_one("#stats-table", FrameTable)
         key, desc = self.sorts["stats"]
         stats = sort_frame(filter_stats(self.card_stats(), self.filter_query), key, desc)
-        stats_table.set_data(stats, STATS_COLUMNS, sort=(key, desc))
+        stats_table.set_data(stats, STATS_COLUMNS, sort=(key, desc), keep_key=None)
         if jump_to_row is not None:
             summary.move_to_key(jump_to_row)
         self._update_status()

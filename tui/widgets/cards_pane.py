@@ -32,7 +32,8 @@ class FindingCard(ListItem):
         )
         yield Label(head, classes="card-head")
         yield Label(escape(f.title), classes="card-title")
-        yield Label(escape(f.advice.split(":")[0].split(";")[0].strip() + "."), classes="card-advice")
+        first = f.advice.split(":")[0].split(";")[0].strip().rstrip(".")
+        yield Label(escape(first + "."), classes="card-advice")
 
 
 class KpiCard(ListItem):

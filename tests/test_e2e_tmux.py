@@ -1,0 +1,86 @@
+"""End to end in a real terminal: tmux runs `npuscope`, keys go in with send-keys, and the
+screen is read back with capture-pane."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+
+import polars as pl
+import pytest
+
+from npuscope.analysis import diagnose
+from npuscope.fixtures.demo_profile import ensure_demo
+from npuscope.parsers import FrameCache, open_profile
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("tmux") is None and not os.environ.get("CI"),
+    reason="tmux is not installed (.ci/run installs it; in CI this test must run)",
+)
+
+
+class Terminal:
+    def __init__(self, name: str, command: str, width: int = 140, height: int = 44) -> None:
+        self.name = name
+        subprocess.run(
+            ["tmux", "new-session", "-d", "-s", name, "-x", str(width), "-y", str(height), command],
+            check=True,
+        )
+        # Detached sessions may start at tmux's default size; set the one the test reads.
+        subprocess.run(["tmux", "resize-window", "-t", name, "-x", str(width), "-y", str(height)], check=True)
+
+    def screen(self) -> str:
+        res = subprocess.run(["tmux", "capture-pane", "-p", "-t", self.name], capture_output=True, text=True)
+        return res.stdout
+
+    def keys(self, *keys: str) -> None:
+        subprocess.run(["tmux", "send-keys", "-t", self.name, *keys], check=True)
+
+    def wait_for(self, predicate, what: str, timeout: float = 60.0) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            text = self.screen()
+            if predicate(text):
+                return text
+            time.sleep(0.2)
+        raise AssertionError(f"timed out waiting for {what}; screen:\n{self.screen()}")
+
+    def alive(self) -> bool:
+        return subprocess.run(["tmux", "has-session", "-t", self.name], capture_output=True).returncode == 0
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
+
+
+def test_sort_and_filter_in_a_real_terminal(tmp_path):
+    diag = diagnose(open_profile(ensure_demo(), cache=FrameCache(enabled=False)))
+    card0 = diag.tasks.filter(pl.col("card") == "0")
+    worst = card0.sort("wait_us", descending=True).row(0, named=True)
+    n_reduce = card0.filter((pl.col("op_type") == "ReduceSum") & (pl.col("wait_cause") == "recompilation")).height
+    # -u: a COLUMNS/LINES set by the test runner would override the terminal size.
+    env = f"-u COLUMNS -u LINES NPUSCOPE_CACHE_DIR={shlex.quote(str(tmp_path / 'cache'))} TERM=xterm-256color"
+    term = Terminal(f"npuscope-e2e-{os.getpid()}", f"env {env} {shlex.quote(sys.executable)} -m npuscope")
+    try:
+        term.wait_for(lambda s: "1,120 of 1,120 tasks" in s, "the first screen")
+        term.keys("w")
+        screen = term.wait_for(lambda s: "sorted by wait_us" in s, "the wait sort")
+        lines = screen.splitlines()
+        header = next(i for i, line in enumerate(lines) if "Start(us)" in line and "Op Name" in line)
+        top = lines[header + 1]
+        # The wait column may sit right of the visible columns: the start time identifies it.
+        assert f"{worst['start_us']:,.3f}" in top and worst["op_type"] in top
+        term.keys("/")
+        term.keys("type:ReduceSum cause:recompilation", "Enter")
+        screen = term.wait_for(lambda s: f"{n_reduce} of 1,120 tasks" in s, "the filtered count")
+        assert "type:ReduceSum cause:recompilation" in screen  # the filter bar keeps the query
+        term.keys("q")
+        deadline = time.monotonic() + 15
+        while term.alive() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not term.alive(), "q did not quit"
+    finally:
+        term.close()

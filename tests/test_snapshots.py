@@ -1,0 +1,34 @@
+"""SVG snapshots of the explorer at fixed sizes (update with --snapshot-update)."""
+
+from __future__ import annotations
+
+from npuscope.fixtures.demo_profile import ensure_demo
+from npuscope.tui.app import NpuscopeApp
+from npuscope.tui.widgets.cards_pane import CardsPane
+
+
+def _app() -> NpuscopeApp:
+    return NpuscopeApp(ensure_demo(), cache=False)
+
+
+async def _loaded(pilot) -> None:
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+def test_main_screen(snap_compare):
+    assert snap_compare(_app(), terminal_size=(140, 44), run_before=_loaded)
+
+
+def test_narrow_screen(snap_compare):
+    assert snap_compare(_app(), terminal_size=(80, 24), run_before=_loaded)
+
+
+def test_finding_detail(snap_compare):
+    async def open_detail(pilot) -> None:
+        await _loaded(pilot)
+        pilot.app.main.query_one(CardsPane).focus()
+        await pilot.press("i")
+        await pilot.pause()
+
+    assert snap_compare(_app(), terminal_size=(120, 40), run_before=open_detail)
