@@ -221,3 +221,53 @@ async def test_load_error_exits_2_with_the_message(tmp_path):
             await pilot.pause(0.05)
     assert app.return_code == 2
     assert "missing column" in app.error_message
+
+
+async def test_palette_offers_every_main_screen_action(tmp_path):
+    app = _app(tmp_path)
+    async with app.run_test(size=(140, 44)) as pilot:
+        screen = await _loaded(pilot)
+        titles = {c.title for c in app.get_system_commands(screen)}
+        for binding in MainScreen.BINDINGS:
+            if binding.action != "escape":
+                assert binding.description in titles, binding.description
+        command = next(c for c in app.get_system_commands(screen) if c.title == "Sort wait")
+        await command.callback()
+        await pilot.pause()
+        assert screen.sorts["summary"] == ("wait_us", True)
+
+
+async def test_card_picker(tmp_path):
+    app = _app(tmp_path)
+    async with app.run_test(size=(140, 44)) as pilot:
+        screen = await _loaded(pilot)
+        await pilot.press("p")
+        from npuscope.tui.screens.pick_screen import PickScreen
+
+        assert isinstance(app.screen, PickScreen)
+        await pilot.press("down", "enter")
+        await pilot.pause()
+        assert screen.card == "1"
+        await pilot.press("P")  # one capture only: says so
+        assert any("one capture" in str(n.message) for n in app._notifications)
+
+
+async def test_escape_while_loading_cancels(tmp_path, monkeypatch):
+    import npuscope.tui.app as app_module
+    from npuscope.parsers import Cancelled
+
+    def slow_open(path, *, cancel, **kw):
+        # Stands in for a long parse: returns only when the load is cancelled.
+        assert cancel.wait(timeout=30), "Esc never reached the loader"
+        raise Cancelled()
+
+    monkeypatch.setattr(app_module, "open_profile", slow_open)
+    app = _app(tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        await pilot.press("escape")
+        for _ in range(200):
+            if app.return_code is not None:
+                break
+            await pilot.pause(0.05)
+    assert app.return_code == 2 and app.error_message == "loading cancelled"

@@ -84,3 +84,12 @@ def test_closed_pipe_is_not_an_error(cache_dir):
     )
     assert res.stdout.startswith("npuscope report: ")
     assert res.stderr == ""
+
+
+def test_explorer_bad_path_exits_2_before_the_ui(tmp_path, cache_dir):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    res = _run(str(empty), env_cache=cache_dir, timeout=60)
+    assert res.returncode == 2
+    assert res.stderr.startswith("npuscope: ") and "no profile data found" in res.stderr
+    assert res.stderr.count("\n") == 1 and res.stdout == ""

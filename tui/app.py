@@ -7,10 +7,11 @@ every pane is its own widget, the main screen wires them.
 from __future__ import annotations
 
 import threading
+from functools import partial
 from pathlib import Path
 
 from textual import on, work
-from textual.app import App
+from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.worker import Worker, WorkerState
 
@@ -104,6 +105,20 @@ class NpuscopeApp(App):
             self.exit(return_code=2)
         else:
             self.notify(message, title="Cannot load", severity="error", markup=False)
+
+    def get_system_commands(self, screen):
+        """The palette offers every action of the main screen, named as in the footer."""
+        yield from super().get_system_commands(screen)
+        if self.main.profile is None:
+            return
+        for binding in MainScreen.BINDINGS:
+            if binding.action.startswith("escape"):
+                continue
+            yield SystemCommand(
+                binding.description,
+                f"key: {binding.key}",
+                partial(self.main.run_action, binding.action),
+            )
 
     def action_help(self) -> None:
         from .screens.help_screen import HelpScreen
