@@ -32,7 +32,14 @@ from npuscope.analysis import Diagnosis, Finding
 from npuscope.analysis.export import export_dir, export_table, write_text_atomic
 from npuscope.analysis.kpis import card_kpis
 from npuscope.analysis.op_report import op_report
-from npuscope.analysis.query import Query, QueryError, filter_stats, filter_tasks, parse_query, sort_frame, totals
+from npuscope.analysis.query import (
+    Query,
+    QueryError,
+    parse_query,
+    stats_positions,
+    task_positions,
+    totals_at,
+)
 from npuscope.analysis.report import card_summary
 from npuscope.analysis.timeline_view import build_model
 from npuscope.parsers import Profile, ProfileError
@@ -122,6 +129,7 @@ class MainScreen(Screen):
         self.sorts: dict[str, tuple[str, bool]] = dict(DEFAULT_SORT)
         self._card_tasks: dict[str, pl.DataFrame] = {}
         self._models: dict[str, object] = {}
+        self._summary_totals: tuple[int, float, float] = (0, 0.0, 0.0)
 
     # ---------------------------------------------------------------- layout
     def compose(self) -> ComposeResult:
@@ -204,24 +212,31 @@ class MainScreen(Screen):
         self.query_one(MiniTimeline).set_model(self._models[self.card])
         self.refresh_tables()
 
-    def refresh_tables(self, *, jump_to_row: int | None = None) -> None:
-        summary = self.query_one("#summary-table", FrameTable)
-        key, desc = self.sorts["summary"]
-        frame = sort_frame(filter_tasks(self.card_tasks(), self.filter_query), key, desc)
+    def refresh_tables(self, *, jump_to_row: int | None = None, which: tuple[str, ...] = ("summary", "stats")) -> None:
         # A new order or filter starts at the top (worst first); drill-downs jump explicitly.
-        summary.set_data(frame, SUMMARY_COLUMNS, sort=(key, desc) if key != "row" else None, keep_key=None)
-        stats_table = self.query_one("#stats-table", FrameTable)
-        key, desc = self.sorts["stats"]
-        stats = sort_frame(filter_stats(self.card_stats(), self.filter_query), key, desc)
-        stats_table.set_data(stats, STATS_COLUMNS, sort=(key, desc), keep_key=None)
-        if jump_to_row is not None:
-            summary.move_to_key(jump_to_row)
+        if "summary" in which:
+            summary = self.query_one("#summary-table", FrameTable)
+            key, desc = self.sorts["summary"]
+            tasks = self.card_tasks()
+            order = task_positions(tasks, self.filter_query, key, desc)
+            summary.set_data(
+                tasks, SUMMARY_COLUMNS, sort=(key, desc) if key != "row" else None, keep_key=None, order=order
+            )
+            self._summary_totals = totals_at(tasks, order)
+            if jump_to_row is not None:
+                summary.move_to_key(jump_to_row)
+        if "stats" in which:
+            stats_table = self.query_one("#stats-table", FrameTable)
+            key, desc = self.sorts["stats"]
+            stats = self.card_stats()
+            order = stats_positions(stats, self.filter_query, key, desc)
+            stats_table.set_data(stats, STATS_COLUMNS, sort=(key, desc), keep_key=None, order=order)
         self._update_status()
 
     def _update_status(self) -> None:
         table = self.current_table()
         if table.id == "summary-table":
-            rows, dur, wait = totals(table.frame)
+            rows, dur, wait = self._summary_totals
             total = self.card_tasks().height
             text = f"{rows:,} of {total:,} tasks · Σ duration {dur:,.1f} us · Σ wait {wait:,.1f} us"
         else:
@@ -308,7 +323,7 @@ class MainScreen(Screen):
         current, desc = self.sorts[table]
         # First press sorts worst first (chronological: earliest first); again reverses.
         self.sorts[table] = (key, not desc) if current == key else (key, key != "row")
-        self.refresh_tables()
+        self.refresh_tables(which=(table,))
 
     def action_next_sort_column(self) -> None:
         table = "summary" if self.current_table().id == "summary-table" else "stats"
@@ -316,13 +331,13 @@ class MainScreen(Screen):
         current, _ = self.sorts[table]
         nxt = columns[(columns.index(current) + 1) % len(columns)] if current in columns else columns[0]
         self.sorts[table] = (nxt, True)
-        self.refresh_tables()
+        self.refresh_tables(which=(table,))
 
     def action_reverse(self) -> None:
         table = "summary" if self.current_table().id == "summary-table" else "stats"
         key, desc = self.sorts[table]
         self.sorts[table] = (key, not desc)
-        self.refresh_tables()
+        self.refresh_tables(which=(table,))
 
     def action_export(self) -> None:
         if not self.profile:
@@ -370,7 +385,7 @@ class MainScreen(Screen):
         table = "summary" if message.table.id == "summary-table" else "stats"
         current, desc = self.sorts[table]
         self.sorts[table] = (message.key, not desc) if current == message.key else (message.key, True)
-        self.refresh_tables()
+        self.refresh_tables(which=(table,))
 
     @on(FrameTable.RowHighlighted, "#summary-table")
     def _task_highlighted(self, message: FrameTable.RowHighlighted) -> None:

@@ -297,6 +297,8 @@ class FrameTable(ScrollView, can_focus=True):
     ) -> None:
         super().__init__(name=name, id=id, classes=classes, disabled=disabled)
         self._frame: pl.DataFrame = pl.DataFrame()
+        self._order: pl.Series | None = None  # positions into _frame, in display order
+        self._shown: pl.DataFrame | None = None  # _frame in display order, built on demand
         self._view: pl.DataFrame = pl.DataFrame()  # only the columns drawn or used for styles
         self._columns: tuple[Column, ...] = ()
         self._sort: tuple[str, bool] | None = None
@@ -323,8 +325,16 @@ class FrameTable(ScrollView, can_focus=True):
 
     @property
     def frame(self) -> pl.DataFrame:
-        """The frame shown, in display order."""
-        return self._frame
+        """The frame shown, in display order (gathered on first use when an order was given)."""
+        if self._order is None:
+            return self._frame
+        if self._shown is None:
+            self._shown = self._frame[self._order]
+        return self._shown
+
+    def _row(self, index: int) -> dict[str, Any]:
+        position = index if self._order is None else int(self._order[index])
+        return self._frame.row(position, named=True)
 
     @property
     def columns(self) -> tuple[Column, ...]:
@@ -346,7 +356,7 @@ class FrameTable(ScrollView, can_focus=True):
         """The row under the cursor as a dict of all frame columns (None if the frame is empty)."""
         if not self._row_count:
             return None
-        return self._frame.row(self.cursor, named=True)
+        return self._row(self.cursor)
 
     @property
     def cell_styles(self) -> dict[str, str]:
@@ -370,11 +380,15 @@ class FrameTable(ScrollView, can_focus=True):
         *,
         sort: tuple[str, bool] | None = None,
         keep_key: str | None = "row",
+        order: pl.Series | None = None,
     ) -> None:
         """Show `frame` with `columns`.
 
         Args:
-            frame: The rows, already filtered and sorted by the caller.
+            frame: The rows, already filtered and sorted by the caller, or in any order when
+                `order` is given.
+            order: Positions into `frame` to show, in display order: sorting or filtering 2M
+                rows then costs one integer column, not a copy of every column.
             columns: What to show, left to right; every `key` and `style_key` must be a column of `frame`.
             sort: `(key, descending)` of the column to mark with ▲ (ascending) or ▼ (descending).
             keep_key: A column identifying rows: if the row under the cursor has a value in it that
@@ -395,14 +409,16 @@ class FrameTable(ScrollView, can_focus=True):
         old_value: Any = _MISSING
         old_screen_offset: int | None = None
         if keep_key is not None and self._row_count and keep_key in self._frame.columns:
-            old_value = self._frame.get_column(keep_key)[self.cursor]
+            old_value = self._row(self.cursor)[keep_key]
             old_screen_offset = self.cursor - round(self.scroll_y)
 
         self._frame = frame
+        self._order = order
+        self._shown = None
         self._view = frame.select(needed)
         self._columns = columns
         self._sort = sort
-        self._row_count = frame.height
+        self._row_count = frame.height if order is None else order.len()
         positions = {key: index for index, key in enumerate(needed)}
         self._value_positions = [positions[column.key] for column in columns]
         self._style_positions = [
@@ -505,13 +521,15 @@ class FrameTable(ScrollView, can_focus=True):
         # Before the table is in the DOM (e.g. data given to the constructor) `_on_mount` posts it.
         if self._row_count and self.is_attached:
             cursor = self.cursor
-            self.post_message(self.RowHighlighted(self, cursor, self._frame.row(cursor, named=True)))
+            self.post_message(self.RowHighlighted(self, cursor, self._row(cursor)))
 
     def _find(self, key: str, value: Any) -> int | None:
         """First position whose `key` column equals `value` (vectorised), or None."""
         series = self._frame.get_column(key)
         try:
             mask = series.is_null() if value is None else series == value
+            if self._order is not None:
+                mask = mask.gather(self._order)
             hits = mask.arg_true()
         except (pl.exceptions.PolarsError, TypeError, ValueError):
             return None
@@ -546,7 +564,7 @@ class FrameTable(ScrollView, can_focus=True):
     def action_select_cursor(self) -> None:
         if self._row_count:
             cursor = self.cursor
-            self.post_message(self.RowSelected(self, cursor, self._frame.row(cursor, named=True)))
+            self.post_message(self.RowSelected(self, cursor, self._row(cursor)))
 
     # ------------------------------------------------------------------ mouse
 
@@ -638,7 +656,10 @@ class FrameTable(ScrollView, can_focus=True):
         else:
             start, count = max(index - _UNSIZED_WINDOW // 2, 0), _UNSIZED_WINDOW
         self._window_start = start
-        self._window_rows = self._view.slice(start, count).rows()
+        if self._order is None:
+            self._window_rows = self._view.slice(start, count).rows()
+        else:
+            self._window_rows = self._view[self._order.slice(start, count)].rows()
         self._window_loads += 1
         return self._window_rows[index - start]
 
