@@ -65,6 +65,8 @@ async def main() -> None:
         t = time.perf_counter(); screen.apply_filter(""); draw(table)
         out["clear_filter_ms"] = (time.perf_counter() - t) * 1000
         table.focus()
+        while timeline.model is None:  # built off the UI thread after the first screen
+            await asyncio.sleep(0.01)
         await pilot.pause()
         t = time.perf_counter(); table.action_cursor_page_down(); draw(table)
         out["page_down_ms"] = (time.perf_counter() - t) * 1000

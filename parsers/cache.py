@@ -35,6 +35,10 @@ ENV_DIR = "NPUSCOPE_CACHE_DIR"
 _KEY = "npuscope.cache_key"
 
 
+def _trim(frame: pl.DataFrame, columns: Callable[[list[str]], list[str]] | None) -> pl.DataFrame:
+    return frame if columns is None else frame.select(columns(frame.columns))
+
+
 @lru_cache(maxsize=1)
 def _writer() -> ThreadPoolExecutor:
     """One writer thread for the process: entries are written one at a time."""
@@ -117,12 +121,19 @@ class FrameCache:
         files: Sequence[Path],
         build: Callable[[], pl.DataFrame],
         extra: object = None,
+        columns: Callable[[list[str]], list[str]] | None = None,
     ) -> pl.DataFrame:
+        """The frame from the cache, or built (and queued or written).
+
+        `columns` picks, from the entry's column names, the ones to load: a cached entry
+        then reads only those (Parquet is columnar); a built frame is trimmed the same way
+        after it is written whole.
+        """
         if not self.enabled:
-            return build()
+            return _trim(build(), columns)
         key = self.key(kind, files, extra)
         entry = self.path_for(key)
-        frame = self._read(entry, key)
+        frame = self._read(entry, key, columns)
         if frame is not None:
             self.hits += 1
             return frame
@@ -133,16 +144,21 @@ class FrameCache:
                 self._queued.append((entry, key, frame))
         else:
             self._write(entry, key, frame)
-        return frame
+        return _trim(frame, columns)
 
-    def _read(self, entry: Path, key: str) -> pl.DataFrame | None:
+    def _read(
+        self, entry: Path, key: str, columns: Callable[[list[str]], list[str]] | None = None
+    ) -> pl.DataFrame | None:
         if not entry.is_file():
             return None
         try:
             meta = pl.read_parquet_metadata(entry)
             if meta.get(_KEY) != key:
                 return None
-            return pl.read_parquet(entry)
+            if columns is None:
+                return pl.read_parquet(entry)
+            names = list(pl.read_parquet_schema(entry))
+            return pl.read_parquet(entry, columns=columns(names))
         except Exception:  # noqa: BLE001 - any unreadable entry is rebuilt, by design
             self.problems.append(f"cache entry {entry.name} was unreadable and is rebuilt")
             return None

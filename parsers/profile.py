@@ -11,7 +11,7 @@ from pathlib import Path
 import polars as pl
 
 from .cache import FrameCache
-from .columns import STAT_COLUMNS, STEP_COLUMNS, STEP_SCHEMA, TASK_COLUMNS
+from .columns import STAT_COLUMNS, STEP_COLUMNS, STEP_SCHEMA, TASK_COLUMNS, TASK_ORDER
 from .csv_table import read_header, read_table
 from .errors import ProfileError
 from .frames import canonical_statistic, canonical_tasks, derive_statistic, empty_statistic, empty_tasks
@@ -53,16 +53,11 @@ class Profile:
     files: tuple[Path, ...]
     notes: tuple[str, ...] = ()
     steps: pl.DataFrame | None = None  # step_trace: card, iteration_id, fp_start_ns, ...
+    pmu_columns: tuple[str, ...] = ()  # PMU counters in the files (loaded only if asked)
 
     @property
     def has_timeline(self) -> bool:
         return self.events is not None
-
-    @property
-    def pmu_columns(self) -> tuple[str, ...]:
-        from .columns import TASK_ORDER
-
-        return tuple(c for c in self.tasks.columns if c not in TASK_ORDER)
 
     def span_ns(self, card: str | None = None) -> int:
         t = self.tasks if card is None else self.tasks.filter(pl.col("card") == card)
@@ -123,8 +118,20 @@ def open_profile(
     timeline: bool = True,
     progress: Progress | None = None,
     cancel: threading.Event | None = None,
+    pmu: bool = True,
 ) -> Profile:
-    """Discover and parse one capture (the newest unless `capture` names one)."""
+    """Discover and parse one capture (the newest unless `capture` names one).
+
+    `pmu=False` leaves the PMU counter columns out of the tasks frame (their names are still
+    reported): the explorer never shows them, and on 2M rows they are ~400 MB.
+    """
+    seen_pmu: list[str] = []
+
+    def task_columns(names: list[str]) -> list[str]:
+        extra = [n for n in names if n not in TASK_ORDER]
+        seen_pmu.extend(n for n in extra if n not in seen_pmu)
+        return names if pmu else [n for n in names if n in TASK_ORDER]
+
     root = Path(path).expanduser()
     captures = discover(root)
     chosen = select_capture(captures, capture)
@@ -162,7 +169,7 @@ def open_profile(
             advance(src.timeline, "timeline")
         if src.tasks:
             tasks = cache.load_or_build(
-                "tasks", src.tasks, lambda s=src: _read_tasks(s), src.card
+                "tasks", src.tasks, lambda s=src: _read_tasks(s), src.card, columns=task_columns
             )
             tasks_from = "op_summary"
             advance(src.tasks, "op summary")
@@ -227,6 +234,7 @@ def open_profile(
         files=files,
         notes=tuple(notes),
         steps=_concat(step_parts) if step_parts else None,
+        pmu_columns=tuple(seen_pmu),
     )
 
 

@@ -60,5 +60,5 @@ def profile(tasks: list[dict], events: list[dict] | None = None, *, stat: pl.Dat
     return Profile(
         path=Path("tiny"), capture=cap, captures=(cap,), layout="era_b", era="test", cards=cards,
         tasks=t, op_statistic=stat if stat is not None else derive_statistic(t),
-        statistic_derived=stat is None, events=ev, tasks_from="op_summary", files=(),
+        statistic_derived=stat is None, events=ev, tasks_from="op_summary", files=(), pmu_columns=tuple(extra),
     )

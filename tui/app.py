@@ -68,7 +68,7 @@ class NpuscopeApp(App):
         cache = FrameCache(enabled=self.use_cache, background=True)
         try:
             profile = open_profile(
-                self.path, capture=capture, cache=cache, progress=progress, cancel=self.cancel_load
+                self.path, capture=capture, cache=cache, progress=progress, cancel=self.cancel_load, pmu=False
             )
             self.post_message(LoadProgressed(1, 1, "diagnosing"))
             diagnosis = diagnose(profile, self.thresholds)
