@@ -16,6 +16,13 @@ from . import __version__
 DESCRIPTION = "Terminal explorer for Huawei Ascend NPU profiles (msprof, torch_npu, Paddle)."
 
 
+def _add_source_args(parser: argparse.ArgumentParser) -> None:
+    """PATH, --capture and --no-cache: how every command picks and reads a profile."""
+    parser.add_argument("path", nargs="?", help="profile folder or file (default: the bundled demo)")
+    parser.add_argument("--capture", help="which capture to open when PATH holds several (name or index)")
+    parser.add_argument("--no-cache", action="store_true", help="parse from scratch and write no cache entry")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="npuscope", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"npuscope {__version__}")
@@ -30,11 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
             "With no PATH, the bundled demo profile."
         ),
     )
-    inspect.add_argument("path", nargs="?", help="profile folder or file (default: the bundled demo)")
-    inspect.add_argument("--capture", help="which capture to open when PATH holds several (name or index)")
-    inspect.add_argument(
-        "--no-cache", action="store_true", help="parse from scratch and write no cache entry"
-    )
+    _add_source_args(inspect)
     inspect.add_argument(
         "--no-timeline", action="store_true", help="skip the timeline JSON (faster on GB timelines)"
     )
@@ -47,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
             "their cause. JSON follows the npuscope.report/1 schema. Exit 0, or 2 on bad input."
         ),
     )
-    report.add_argument("path", nargs="?", help="profile folder or file (default: the bundled demo)")
+    _add_source_args(report)
     report.add_argument("--card", default="all", help="card id, or all (default)")
     report.add_argument(
         "--format", choices=("text", "markdown", "json"), default="text", help="output format (default text)"
@@ -57,8 +60,6 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument(
         "--op", metavar="NAME", help="print the op report of this Op Name, OP Type or #ROW instead"
     )
-    report.add_argument("--capture", help="which capture to open when PATH holds several (name or index)")
-    report.add_argument("--no-cache", action="store_true", help="parse from scratch and write no cache entry")
     return parser
 
 
@@ -82,16 +83,14 @@ def build_explorer_parser() -> argparse.ArgumentParser:
         "bundled demo profile). Commands: " + ", ".join(SUBCOMMANDS) + " (npuscope COMMAND --help).",
     )
     parser.add_argument("--version", action="version", version=f"npuscope {__version__}")
-    parser.add_argument("path", nargs="?", help="profile folder or file (default: the bundled demo)")
-    parser.add_argument("--capture", help="which capture to open when PATH holds several (name or index)")
-    parser.add_argument("--no-cache", action="store_true", help="parse from scratch and write no cache entry")
+    _add_source_args(parser)
     parser.add_argument("--rules", metavar="FILE", help="TOML file overriding rule thresholds")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or (argv[0] not in SUBCOMMANDS and argv[0] not in ("-h", "--help")):
+    if not argv or argv[0] not in SUBCOMMANDS:
         return run_explorer(build_explorer_parser().parse_args(argv))
     parser = build_parser()
     args = parser.parse_args(argv)
