@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
+import orjson
 import polars as pl
 
-from npuscope.parsers import Profile
+from npuscope.parsers import FrameCache, Profile
+from npuscope.parsers.cache import source_digest
 
 from .findings import Finding, order
 from .rules import RULES, CardData
 from .thresholds import Thresholds
 from .waits import attribute_waits, compile_event_counts
 
+
+ANALYSIS_VERSION = source_digest(Path(__file__).parent)
+CAUSE_COLUMNS = ("wait_cause", "wait_confidence")
 
 RULE_COLUMNS = (
     "row", "card", "op_name", "op_type", "task_type", "op_state", "is_aclnn", "start_us",
@@ -38,19 +44,58 @@ def diagnose(
     profile: Profile,
     thresholds: Thresholds | None = None,
     cards: tuple[str, ...] | None = None,
+    cache: FrameCache | None = None,
 ) -> Diagnosis:
+    """Wait causes and findings for `cards` (default: all) of `profile`.
+
+    With a `cache`, the per-task causes and the findings are cached beside the frames they
+    come from (keyed by the same files, the thresholds and the analysis code): on 2M rows
+    the diagnosis is ~0.6 s, most of the explorer's start-up once the frames are cached.
+    """
     th = thresholds or Thresholds()
     wanted = cards or profile.cards
     tasks = profile.tasks
-    events = profile.events
     if cards is not None:
         tasks = tasks.filter(pl.col("card").is_in(list(cards)))
-    tasks = attribute_waits(tasks, events, th, profile.steps).with_row_index("row")
-    # Start relative to the card's first task: what the user reads on screen.
-    tasks = tasks.with_columns(
+    use_cache = cache is not None and cache.enabled and bool(profile.files)
+    extra = [ANALYSIS_VERSION, asdict(th), list(wanted), profile.capture.name]
+    if use_cache:
+        causes = cache.load_or_build(
+            "wait_causes", profile.files,
+            lambda: attribute_waits(tasks, profile.events, th, profile.steps).select(CAUSE_COLUMNS),
+            extra,
+        )
+        tasks = tasks.with_columns(causes)
+    else:
+        tasks = attribute_waits(tasks, profile.events, th, profile.steps)
+    tasks = tasks.with_row_index("row").with_columns(
+        # Start relative to the card's first task: what the user reads on screen.
         ((pl.col("start_ns") - pl.col("start_ns").min().over("card")) / 1000).alias("start_us")
     )
-    compile_events = compile_event_counts(events)
+
+    compile_events = compile_event_counts(profile.events)
+    if use_cache:
+        def run_rules() -> pl.DataFrame:
+            found = _findings(profile, tasks, wanted, th, compile_events)
+            return pl.DataFrame({"findings": [orjson.dumps([f.to_dict() for f in found]).decode()]})
+
+        stored = cache.load_or_build("findings", profile.files, run_rules, extra)
+        cache.start_writes()
+        findings = [Finding.from_dict(d) for d in orjson.loads(stored["findings"][0])]
+    else:
+        findings = _findings(profile, tasks, wanted, th, compile_events)
+    return Diagnosis(
+        tasks=tasks,
+        findings=tuple(findings),
+        thresholds=th,
+        cards=tuple(wanted),
+        compile_events=compile_events,
+    )
+
+
+def _findings(
+    profile: Profile, tasks: pl.DataFrame, wanted: tuple[str, ...], th: Thresholds, compile_events: dict
+) -> list[Finding]:
     # The rules read these columns only; filtering fewer columns per card copies less.
     slim = tasks.select(RULE_COLUMNS)
     findings: list[Finding] = []
@@ -66,10 +111,4 @@ def diagnose(
         )
         for rule in RULES:
             findings.extend(rule(d, th))
-    return Diagnosis(
-        tasks=tasks,
-        findings=tuple(order(findings)),
-        thresholds=th,
-        cards=tuple(wanted),
-        compile_events=compile_events,
-    )
+    return order(findings)

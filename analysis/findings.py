@@ -37,6 +37,18 @@ class Finding:
         if self.confidence not in CONFIDENCES:
             raise ValueError(f"confidence {self.confidence!r}")
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Finding":
+        """The inverse of `to_dict` (cached findings are stored as JSON)."""
+        return cls(
+            **{
+                **data,
+                "op_types": tuple(data["op_types"]),
+                "op_names": tuple(data["op_names"]),
+                "evidence": tuple(data["evidence"]),
+            }
+        )
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["op_types"] = list(self.op_types)

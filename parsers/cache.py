@@ -20,17 +20,17 @@ from pathlib import Path
 
 import polars as pl
 
-def _parser_version() -> str:
-    """A digest of the parser sources: any change to how frames are built invalidates the
+def source_digest(folder: Path) -> str:
+    """A digest of a package's sources: any change to how frames are built invalidates the
     cache, with no version number to forget to bump."""
     digest = hashlib.sha256()
-    for src in sorted(Path(__file__).parent.glob("*.py")):
+    for src in sorted(Path(folder).glob("*.py")):
         digest.update(src.name.encode())
         digest.update(src.read_bytes())
     return digest.hexdigest()[:16]
 
 
-PARSER_VERSION = _parser_version()
+PARSER_VERSION = source_digest(Path(__file__).parent)
 ENV_DIR = "NPUSCOPE_CACHE_DIR"
 _KEY = "npuscope.cache_key"
 

@@ -71,7 +71,7 @@ class NpuscopeApp(App):
                 self.path, capture=capture, cache=cache, progress=progress, cancel=self.cancel_load, pmu=False
             )
             self.post_message(LoadProgressed(1, 1, "diagnosing"))
-            diagnosis = diagnose(profile, self.thresholds)
+            diagnosis = diagnose(profile, self.thresholds, cache=cache)
         except Cancelled:
             self.post_message(LoadFailed("loading cancelled"))
             return
