@@ -60,7 +60,9 @@ class Profile:
         return self.events is not None
 
     def span_ns(self, card: str | None = None) -> int:
-        t = self.tasks if card is None else self.tasks.filter(pl.col("card") == card)
+        t = self.tasks.select("card", "start_ns", "duration_us")
+        if card is not None:
+            t = t.filter(pl.col("card") == card)
         if t.height == 0:
             return 0
         end = (t["start_ns"] + (t["duration_us"] * 1000).round(0).cast(pl.Int64)).max()
