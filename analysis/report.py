@@ -48,6 +48,8 @@ def card_summary(profile: Profile, tasks: pl.DataFrame, card: str) -> dict[str, 
 
 
 def build_report(profile: Profile, diagnosis: Diagnosis, *, top: int = 10) -> dict[str, Any]:
+    from .compare import card_spread, card_spread_json  # imported here: compare imports this module
+
     cards = []
     for card in diagnosis.cards:
         t = diagnosis.tasks.select("row", *ROW_KEYS, "wait_cause", "card").filter(pl.col("card") == card)
@@ -82,6 +84,7 @@ def build_report(profile: Profile, diagnosis: Diagnosis, *, top: int = 10) -> di
         },
         "thresholds": {k: getattr(diagnosis.thresholds, k) for k in diagnosis.thresholds.__dataclass_fields__},
         "cards": cards,
+        "card_spread": card_spread_json(card_spread(profile)),  # every card of the capture
     }
 
 

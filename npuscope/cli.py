@@ -60,7 +60,47 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument(
         "--op", metavar="NAME", help="print the op report of this Op Name, OP Type or #ROW instead"
     )
+    compare = sub.add_parser(
+        "compare",
+        help="compare two profiles: op types, totals, waits by cause, findings, a verdict",
+        description=(
+            "Compare the profile NEW against BASE: per op type (and core type) count, total, "
+            "average and ratio before and after, sorted by the largest change; totals (compute, "
+            "communication, wait by cause, span); findings resolved, new and unchanged; and a "
+            "verdict. JSON follows the npuscope.compare/1 schema. Exit 0; 1 when "
+            "--fail-on-regression PCT is given and total device time or total wait grew by more "
+            "than PCT percent; 2 on bad input."
+        ),
+    )
+    _add_pair_args(compare)
+    compare.add_argument(
+        "--card", default="all", help="card id in both runs, or all (default: sum the cards both runs have)"
+    )
+    compare.add_argument(
+        "--format", choices=("text", "markdown", "json"), default="text", help="output format (default text)"
+    )
+    compare.add_argument(
+        "--by", choices=("type", "shape"), default="type",
+        help="match by op type and core type (default), or by op name + input shapes (needs tasks)",
+    )
+    compare.add_argument(
+        "--top", type=_positive, default=20, help="op rows in text and markdown (default 20; JSON has all)"
+    )
+    compare.add_argument(
+        "--fail-on-regression", type=_percent, metavar="PCT",
+        help="exit 1 when total device time or total wait grew by more than PCT percent (a CI gate)",
+    )
+    compare.add_argument("--rules", metavar="FILE", help="TOML file overriding rule thresholds (both runs)")
     return parser
+
+
+def _add_pair_args(parser: argparse.ArgumentParser) -> None:
+    """BASE, NEW, a capture for each and --no-cache: how `compare` picks and reads two profiles."""
+    parser.add_argument("base", metavar="BASE", help="the reference profile folder or file")
+    parser.add_argument("new", metavar="NEW", help="the profile folder or file to judge against BASE")
+    parser.add_argument("--base-capture", metavar="NAME|N", help="which capture of BASE when it holds several")
+    parser.add_argument("--new-capture", metavar="NAME|N", help="which capture of NEW when it holds several")
+    parser.add_argument("--no-cache", action="store_true", help="parse from scratch and write no cache entry")
 
 
 def _positive(text: str) -> int:
@@ -73,7 +113,17 @@ def _positive(text: str) -> int:
     return value
 
 
-SUBCOMMANDS = ("inspect", "report")
+def _percent(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError("must be a percentage >= 0")
+    return value
+
+
+SUBCOMMANDS = ("inspect", "report", "compare")
 
 
 def build_explorer_parser() -> argparse.ArgumentParser:
@@ -105,6 +155,10 @@ def main(argv: list[str] | None = None) -> int:
             from .report_cmd import run_report
 
             return run_report(args)
+        if args.command == "compare":
+            from .compare_cmd import run_compare
+
+            return run_compare(args)
     except ProfileError as exc:
         print(f"npuscope: {exc}", file=sys.stderr)
         return 2

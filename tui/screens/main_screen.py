@@ -18,6 +18,7 @@ frames to show; the widgets only render what they are given.
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import polars as pl
@@ -81,6 +82,7 @@ TASK_VIEW = (
     "row", "card", "start_ns", "start_us", "op_name", "op_type", "task_type", "duration_us",
     "wait_us", "wait_cause", "input_shapes", "input_dtypes", "is_aclnn", "op_state",
 )
+MODEL_DELAY_S = 0.3
 DEFAULT_SORT = {"summary": ("row", False), "stats": ("total_us", True)}
 WAIT_RULES = {"recompilation": "recompilation", "host_op_wait": "host_op"}
 
@@ -211,9 +213,10 @@ class MainScreen(Screen):
         if self.card in self._models:
             timeline.set_model(self._models[self.card])
         else:
-            # Built off the UI thread (0.3 s for 2M tasks) once the tables are on screen.
+            # Built off the UI thread (0.3 s for 2M tasks) once the first screen has settled:
+            # started at once, it competes with the first paint for both cores.
             timeline.set_model(None)
-            self.call_after_refresh(self._build_model, self.card, tasks)
+            self.set_timer(MODEL_DELAY_S, partial(self._build_model, self.card, tasks))
         self.refresh_tables()
 
     def refresh_tables(self, *, jump_to_row: int | None = None, which: tuple[str, ...] = ("summary", "stats")) -> None:

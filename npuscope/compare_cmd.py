@@ -1,0 +1,33 @@
+"""`npuscope compare BASE NEW`: did a change help? The comparison as text, markdown or JSON,
+and a CI gate (`--fail-on-regression PCT`: exit 1 when device time or wait grew by more)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import orjson
+
+from .loading import profile_for_command
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    from npuscope.analysis import Thresholds
+    from npuscope.analysis.compare import compare_runs, comparison_json, regression, render_comparison
+
+    thresholds = Thresholds.load(args.rules) if args.rules else Thresholds()
+    cards = None if args.card == "all" else (args.card,)
+    with profile_for_command(args.base, capture=args.base_capture, no_cache=args.no_cache) as base:
+        with profile_for_command(args.new, capture=args.new_capture, no_cache=args.no_cache) as new:
+            comparison = compare_runs(base, new, cards=cards, by=args.by, thresholds=thresholds)
+    if args.format == "json":
+        sys.stdout.write(orjson.dumps(comparison_json(comparison), option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        sys.stdout.write(render_comparison(comparison, args.format, top=args.top))
+    sys.stdout.flush()
+    if args.fail_on_regression is not None:
+        reason = regression(comparison, args.fail_on_regression)
+        if reason:
+            print(f"npuscope: regression: {reason}", file=sys.stderr)
+            return 1
+    return 0
