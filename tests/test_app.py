@@ -23,6 +23,14 @@ async def _loaded(pilot) -> MainScreen:
     await pilot.pause()
     screen = app.main
     assert screen.profile is not None, "the demo profile did not load"
+    timeline = screen.query_one(MiniTimeline)
+    for _ in range(3000):  # the timeline is built once the first screen has settled
+        if timeline.model is not None:
+            break
+        await pilot.pause(0.01)
+    await app.workers.wait_for_complete()
+    await pilot.pause()
+    assert timeline.model is not None, "the timeline was never built"
     return screen
 
 

@@ -215,7 +215,7 @@ class MainScreen(Screen):
         else:
             # Built off the UI thread (0.3 s for 2M tasks) once the first screen has settled:
             # started at once, it competes with the first paint for both cores.
-            timeline.set_model(None)
+            timeline.set_model(None, empty_text="building the timeline…")
             self.set_timer(MODEL_DELAY_S, partial(self._build_model, self.card, tasks))
         self.refresh_tables()
 

@@ -148,6 +148,7 @@ class MiniTimeline(Widget, can_focus=True):
     ) -> None:
         super().__init__(name=name, id=id, classes=classes, disabled=disabled)
         self._model: TimelineModel | None = None
+        self._empty_text = "no timeline"
         self._selected: tuple[int, int] | None = None
         self._cache: tuple[tuple, tuple[LaneView, ...]] | None = None
         self.render_count = 0  # calls of timeline_view.render (the cache keeps it at 1 per frame)
@@ -164,8 +165,9 @@ class MiniTimeline(Widget, can_focus=True):
     def selected(self) -> tuple[int, int] | None:
         return self._selected
 
-    def set_model(self, model: TimelineModel | None) -> None:
-        """Show `model` fitted to its whole span (None: the "no timeline" line)."""
+    def set_model(self, model: TimelineModel | None, *, empty_text: str = "no timeline") -> None:
+        """Show `model` fitted to its whole span (None: one dim line saying `empty_text`)."""
+        self._empty_text = empty_text
         self._model = model
         self._cache = None
         if model is None:
@@ -310,7 +312,7 @@ class MiniTimeline(Widget, can_focus=True):
         width = self.size.width
         if self._model is None or self.window is None:
             if y == 0:
-                empty = Segment("no timeline", self._style("mini-timeline--empty"))
+                empty = Segment(self._empty_text, self._style("mini-timeline--empty"))
                 return Strip([empty]).crop_extend(0, width, None)
             return Strip.blank(width)
         cells = max(0, width - LABEL_WIDTH)
