@@ -134,6 +134,9 @@ def build_explorer_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"npuscope {__version__}")
     _add_source_args(parser)
+    parser.add_argument(
+        "--compare", metavar="NEW", help="open the comparison of NEW against PATH once PATH is loaded"
+    )
     parser.add_argument("--rules", metavar="FILE", help="TOML file overriding rule thresholds")
     return parser
 
@@ -184,13 +187,18 @@ def run_explorer(args: argparse.Namespace) -> int:
 
         path = Path(args.path) if args.path else demo_path()
         select_capture(discover(path), args.capture)
+        compare_with = Path(args.compare) if args.compare else None
+        if compare_with is not None:
+            discover(compare_with)
         thresholds = Thresholds.load(args.rules) if args.rules else Thresholds()
     except ProfileError as exc:
         print(f"npuscope: {exc}", file=sys.stderr)
         return 2
     from npuscope.tui.app import NpuscopeApp
 
-    app = NpuscopeApp(path, capture=args.capture, cache=not args.no_cache, thresholds=thresholds)
+    app = NpuscopeApp(
+        path, capture=args.capture, cache=not args.no_cache, thresholds=thresholds, compare_with=compare_with
+    )
     app.run()
     if app.error_message:
         print(f"npuscope: {app.error_message}", file=sys.stderr)

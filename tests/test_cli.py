@@ -93,3 +93,9 @@ def test_explorer_bad_path_exits_2_before_the_ui(tmp_path, cache_dir):
     assert res.returncode == 2
     assert res.stderr.startswith("npuscope: ") and "no profile data found" in res.stderr
     assert res.stderr.count("\n") == 1 and res.stdout == ""
+
+
+def test_explorer_bad_compare_path_exits_2(tmp_path, cache_dir):
+    res = _run("--compare", str(tmp_path / "missing"), env_cache=cache_dir, timeout=60)
+    assert res.returncode == 2
+    assert "no such file or folder" in res.stderr and res.stderr.count("\n") == 1

@@ -18,8 +18,11 @@ from textual.worker import Worker, WorkerState
 from npuscope.analysis import Thresholds, diagnose
 from npuscope.parsers import Cancelled, FrameCache, ProfileError, open_profile
 
+from npuscope.analysis.compare import compare_runs, render_comparison
+
 from .messages import LoadFailed, LoadProgressed, ProfileLoaded
 from .screens.main_screen import MainScreen
+from .screens.text_screen import TextScreen
 
 
 class NpuscopeApp(App):
@@ -40,8 +43,10 @@ class NpuscopeApp(App):
         cache: bool = True,
         thresholds: Thresholds | None = None,
         export_dir: Path | None = None,
+        compare_with: Path | None = None,
     ) -> None:
         super().__init__()
+        self.compare_with = compare_with
         self.path = path
         self.capture = capture
         self.use_cache = cache
@@ -87,6 +92,26 @@ class NpuscopeApp(App):
     @on(ProfileLoaded)
     def _loaded(self, message: ProfileLoaded) -> None:
         self.main.show_profile(message.profile, message.diagnosis)
+        if self.compare_with is not None:
+            self.compare(self.compare_with)
+            self.compare_with = None
+
+    def compare(self, other: Path) -> None:
+        """Open `other` and show it against the loaded profile (BASE = loaded, NEW = other)."""
+        self.notify(f"comparing with {other} …", markup=False)
+        self._compare(other)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="compare", description="compare")
+    def _compare(self, other: Path) -> None:
+        cache = FrameCache(enabled=self.use_cache, background=True)
+        try:
+            new = open_profile(other, cache=cache, pmu=False)
+            comparison = compare_runs(self.main.profile, new, thresholds=self.thresholds)
+        except ProfileError as exc:
+            self.call_from_thread(self.notify, str(exc), title="Cannot compare", severity="error", markup=False)
+            return
+        text = render_comparison(comparison, "text", top=None)
+        self.call_from_thread(self.push_screen, TextScreen(f"Compare: {other} against the open profile", text))
 
     @on(LoadFailed)
     def _failed(self, message: LoadFailed) -> None:
@@ -95,9 +120,9 @@ class NpuscopeApp(App):
     @on(Worker.StateChanged)
     def _worker_changed(self, event: Worker.StateChanged) -> None:
         # Anything the loader did not expect: say it in one line, never crash the UI.
-        if event.state == WorkerState.ERROR and event.worker.group == "load":
+        if event.state == WorkerState.ERROR and event.worker.group in ("load", "compare"):
             error = event.worker.error
-            self.fail(f"unexpected error while loading: {type(error).__name__}: {error}")
+            self.fail(f"unexpected error while {event.worker.description}: {type(error).__name__}: {error}")
 
     def fail(self, message: str) -> None:
         if self.main.profile is None:

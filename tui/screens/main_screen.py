@@ -14,6 +14,8 @@ frames to show; the widgets only render what they are given.
 | `e` | export the current table (CSV and markdown) |
 | `y` | copy the selected task's op report (and write it to a file) |
 | `i` | detail of the highlighted finding card |
+| `v` | cards view: card against card |
+| `C` | compare with another profile (the open one is BASE) |
 """
 
 from __future__ import annotations
@@ -120,6 +122,8 @@ class MainScreen(Screen):
         Binding("r", "reverse", "Reverse", show=False),
         Binding("e", "export", "Export"),
         Binding("y", "copy_report", "Copy op report"),
+        Binding("v", "card_spread", "Cards view", show=False),
+        Binding("C", "compare", "Compare with…", show=False),
     ]
 
     def __init__(self) -> None:
@@ -391,6 +395,28 @@ class MainScreen(Screen):
             self.notify(f"Copied; file not written: {exc}", severity="warning", markup=False)
             return
         self.notify(f"Op report copied (OSC 52) and written to {path}", title="Op report", markup=False)
+
+    def action_card_spread(self) -> None:
+        """Card against card: totals per card, the spread, where each op type is slowest."""
+        if not self.profile:
+            return
+        from npuscope.analysis.compare import card_spread, render_card_spread
+
+        from .text_screen import TextScreen
+
+        lines = render_card_spread(card_spread(self.profile), "text", top=50)
+        self.app.push_screen(TextScreen(f"Cards of {self.profile.capture.name}", "\n".join(lines)))
+
+    def action_compare(self) -> None:
+        if not self.profile:
+            return
+        from .path_prompt import PathPrompt
+
+        def chosen(path: str | None) -> None:
+            if path:
+                self.app.compare(Path(path).expanduser())
+
+        self.app.push_screen(PathPrompt("Compare with (NEW profile; the open one is BASE)"), chosen)
 
     def exports_dir(self) -> Path:
         return self.app.export_dir or export_dir(self.profile.path)
