@@ -36,7 +36,7 @@ from npuscope.parsers.columns import COMMUNICATION_TASK_TYPES
 
 from .diagnose import Diagnosis, diagnose
 from .findings import SEVERITIES, Finding
-from .report import _md_table, _table
+from .report import _md_table, _table, spread_lines
 from .thresholds import Thresholds
 from .waits import CAUSES
 
@@ -809,22 +809,4 @@ def card_spread_json(s: CardSpread) -> dict[str, Any]:
 
 def render_card_spread(s: CardSpread, fmt: str = "text", *, top: int = 10) -> list[str]:
     """Lines for a text or markdown report: per card totals, the flag, the most uneven op types."""
-    table = _md_table if fmt == "markdown" else _table
-    flag = "FLAGGED" if s.flagged else "ok"
-    out = [
-        f"slowest card {s.slowest_card}; compute spread {s.compute_spread_pct:.1f}% ({flag}: > "
-        f"{s.threshold_pct:g}% means one card holds the others back), wait spread {s.wait_spread_pct:.1f}%"
-    ]
-    out += table(
-        ["Card", "Tasks", "Compute(us)", "Wait(us)", "Communication(us)"],
-        [[t.card, t.tasks, t.compute_us, t.wait_us, t.communication_us] for t in s.cards],
-        {1, 2, 3, 4},
-    )
-    out.append("")
-    out += table(
-        ["OP Type", "Core Type", "Slowest card", "Total(us)", "Fastest card", "Total(us)", "Spread(%)"],
-        [[o.op_type, o.core_type, o.slowest_card, o.slowest_total_us, o.fastest_card, o.fastest_total_us,
-          o.spread_pct] for o in s.op_types[:top]],
-        {3, 5, 6},
-    )
-    return out
+    return spread_lines(card_spread_json(s), fmt == "markdown", top)

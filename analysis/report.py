@@ -114,6 +114,28 @@ def _md_table(headers: list[str], rows: list[list[Any]], numeric: set[int]) -> l
     return out
 
 
+def spread_lines(spread: dict[str, Any], md: bool, top: int) -> list[str]:
+    """Card against card, from the JSON's `card_spread`: the flag, per card totals, the op
+    types that differ most between cards."""
+    table = _md_table if md else _table
+    flag = "FLAGGED" if spread["flagged"] else "ok"
+    out = [f"slowest card {spread['slowest_card']}; compute spread {spread['compute_spread_pct']:.1f}% "
+           f"({flag}: > {spread['threshold_pct']:g}% means one card holds the others back), "
+           f"wait spread {spread['wait_spread_pct']:.1f}%"]
+    out += table(
+        ["Card", "Tasks", "Compute(us)", "Wait(us)", "Communication(us)"],
+        [[c["card"], c["tasks"], c["compute_us"], c["wait_us"], c["communication_us"]] for c in spread["cards"]],
+        {1, 2, 3, 4},
+    )
+    out += [""] + table(
+        ["OP Type", "Core Type", "Slowest card", "Total(us)", "Fastest card", "Total(us)", "Spread(%)"],
+        [[o["op_type"], o["core_type"], o["slowest_card"], o["slowest_total_us"], o["fastest_card"],
+          o["fastest_total_us"], o["spread_pct"]] for o in spread["op_types"][:top]],
+        {3, 5, 6},
+    )
+    return out
+
+
 SEVERITY_MARK = {"critical": "CRIT", "warning": "WARN", "info": "INFO"}
 
 
@@ -124,6 +146,9 @@ def render(report: dict[str, Any], fmt: str) -> str:
     src = report["source"]
     out.append(("# npuscope report: " if md else "npuscope report: ") + src["capture"])
     out.append(f"{src['path']}  ({src['layout']}, {src['era']})")
+    spread = report.get("card_spread")
+    if spread and len(spread["cards"]) > 1:
+        out += ["", "## Cards" if md else "== cards =="] + spread_lines(spread, md, report["top"])
     for card in report["cards"]:
         s = card["summary"]
         out.append("")

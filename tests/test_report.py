@@ -116,3 +116,15 @@ def test_cli_rules_file_changes_thresholds(tmp_path, cache_dir):
 def test_top_must_be_positive(cache_dir):
     res = _cli("--top", "0")
     assert res.returncode == 2 and "must be at least 1" in res.stderr
+
+
+def test_text_report_shows_card_against_card(cache_dir):
+    res = _cli("--top", "2")
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    start = lines.index("== cards ==")
+    assert lines[start + 1].startswith("slowest card 0; compute spread ")
+    assert "FLAGGED" in lines[start + 1]
+    assert lines.index("== cards ==") < lines.index("== card 0 ==")
+    single = _cli("--card", "0")
+    assert "== cards ==" in single.stdout  # the spread always covers every card of the capture
