@@ -385,15 +385,6 @@ def test_help_names_the_gate_and_compare_is_listed():
     assert "compare" in top.stdout
 
 
-def test_compare_module_imports_no_ui():
-    code = (
-        "import sys, npuscope.analysis.compare\n"
-        "print(' '.join(m for m in ('textual', 'rich') if m in sys.modules))\n"
-    )
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert res.stdout.strip() == ""
-
-
 def test_render_text_lists_sections_in_order(recompile_pair):
     gb, gn = recompile_pair
     text = render_comparison(compare_runs(_open(gb.root), _open(gn.root)), "text", top=5)

@@ -8,8 +8,19 @@ import sys
 
 import pytest
 
-HEADLESS = ["npuscope.parsers", "npuscope.cli", "npuscope.inspect_cmd", "npuscope.fixtures.generate"]
-OPTIONAL = ["npuscope.analysis", "npuscope.capture"]
+import pkgutil
+
+import npuscope.analysis
+import npuscope.parsers
+
+# Every module of the headless layers, and the commands that run without the explorer.
+HEADLESS = [
+    *(m.name for m in pkgutil.iter_modules(npuscope.parsers.__path__, "npuscope.parsers.")),
+    *(m.name for m in pkgutil.iter_modules(npuscope.analysis.__path__, "npuscope.analysis.")),
+    "npuscope.cli", "npuscope.inspect_cmd", "npuscope.report_cmd", "npuscope.compare_cmd",
+    "npuscope.fixtures.generate",
+]
+OPTIONAL = ["npuscope.capture"]
 
 
 def _present(name: str) -> bool:

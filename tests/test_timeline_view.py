@@ -266,12 +266,3 @@ def test_demo_card1_idle_lane_shows_host_op_waits(demo):
     causes = set(view(render(m, *fit(m), 120), "idle").causes)
     assert "host_op" in causes
     assert "recompilation" not in causes
-
-
-def test_module_imports_no_ui():
-    code = (
-        "import sys, npuscope.analysis.timeline_view\n"
-        "print(' '.join(m for m in ('textual', 'rich') if m in sys.modules))"
-    )
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert res.stdout.strip() == ""
