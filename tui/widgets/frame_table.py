@@ -230,12 +230,7 @@ class FrameTable(ScrollView, can_focus=True):
     }
     """
 
-    class RowHighlighted(Message):
-        """The cursor moved to another row (or the rows changed under it).
-
-        Only the latest one matters: a newer one waiting in the queue replaces it.
-        """
-
+    class _RowMessage(Message):
         def __init__(self, table: FrameTable, index: int, row: dict[str, Any]) -> None:
             super().__init__()
             self.table = table
@@ -249,23 +244,17 @@ class FrameTable(ScrollView, can_focus=True):
         def control(self) -> FrameTable:
             return self.table
 
+    class RowHighlighted(_RowMessage):
+        """The cursor moved to another row (or the rows changed under it).
+
+        Only the latest one matters: a newer one waiting in the queue replaces it.
+        """
+
         def can_replace(self, message: Message) -> bool:
             return isinstance(message, FrameTable.RowHighlighted) and message.table is self.table
 
-    class RowSelected(Message):
+    class RowSelected(_RowMessage):
         """Enter (or a double click) on a row."""
-
-        def __init__(self, table: FrameTable, index: int, row: dict[str, Any]) -> None:
-            super().__init__()
-            self.table = table
-            self.index = index
-            """Position of the row in the table's current frame."""
-            self.row = row
-            """The whole frame row (all its columns) as a dict."""
-
-        @property
-        def control(self) -> FrameTable:
-            return self.table
 
     class HeaderSelected(Message):
         """A header cell was clicked (the app decides how to sort)."""
