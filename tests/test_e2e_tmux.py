@@ -62,7 +62,10 @@ def test_sort_and_filter_in_a_real_terminal(tmp_path):
     worst = card0.sort("wait_us", descending=True).row(0, named=True)
     n_reduce = card0.filter((pl.col("op_type") == "ReduceSum") & (pl.col("wait_cause") == "recompilation")).height
     # -u: a COLUMNS/LINES set by the test runner would override the terminal size.
-    env = f"-u COLUMNS -u LINES NPUSCOPE_CACHE_DIR={shlex.quote(str(tmp_path / 'cache'))} TERM=xterm-256color"
+    env = (
+        f"-u COLUMNS -u LINES NPUSCOPE_CACHE_DIR={shlex.quote(str(tmp_path / 'cache'))} "
+        f"NPUSCOPE_EXPORT_DIR={shlex.quote(str(tmp_path / 'exports'))} TERM=xterm-256color"
+    )
     term = Terminal(f"npuscope-e2e-{os.getpid()}", f"env {env} {shlex.quote(sys.executable)} -m npuscope")
     try:
         term.wait_for(lambda s: "1,120 of 1,120 tasks" in s, "the first screen")
@@ -74,6 +77,8 @@ def test_sort_and_filter_in_a_real_terminal(tmp_path):
         # The wait column may sit right of the visible columns: the start time identifies it.
         assert f"{worst['start_us']:,.3f}" in top and worst["op_type"] in top
         term.keys("/")
+        # Type only once the filter bar has focus: keys sent earlier would be read as bindings.
+        term.wait_for(lambda s: "/ filter:" in s, "the filter bar")
         term.keys("type:ReduceSum cause:recompilation", "Enter")
         screen = term.wait_for(lambda s: f"{n_reduce} of 1,120 tasks" in s, "the filtered count")
         assert "type:ReduceSum cause:recompilation" in screen  # the filter bar keeps the query
