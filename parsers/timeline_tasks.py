@@ -58,7 +58,3 @@ def paddle_tasks(events: pl.DataFrame) -> pl.DataFrame:
         (pl.col("dur_ns") / 1000).alias("duration_us"),
     )
     return canonical_tasks(tasks)
-
-
-def is_paddle_trace(events: pl.DataFrame) -> bool:
-    return events.height > 0 and events.select(pl.col("cat").eq("Operator").any()).item() and not events.select(pl.col("process").eq(DEVICE_PROCESS).any()).item()
