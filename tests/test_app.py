@@ -16,22 +16,11 @@ from npuscope.tui.widgets.cards_pane import CardsPane, FindingCard
 from npuscope.tui.widgets.frame_table import FrameTable
 from npuscope.tui.widgets.mini_timeline import MiniTimeline
 
+from pilot_helpers import wait_loaded
+
 
 async def _loaded(pilot) -> MainScreen:
-    app = pilot.app
-    await app.workers.wait_for_complete()
-    await pilot.pause()
-    screen = app.main
-    assert screen.profile is not None, "the demo profile did not load"
-    timeline = screen.query_one(MiniTimeline)
-    for _ in range(3000):  # the timeline is built once the first screen has settled
-        if timeline.model is not None:
-            break
-        await pilot.pause(0.01)
-    await app.workers.wait_for_complete()
-    await pilot.pause()
-    assert timeline.model is not None, "the timeline was never built"
-    return screen
+    return await wait_loaded(pilot)
 
 
 def _app(tmp_path, **kw) -> NpuscopeApp:

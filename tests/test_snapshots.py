@@ -5,7 +5,8 @@ from __future__ import annotations
 from npuscope.fixtures.demo_profile import ensure_demo
 from npuscope.tui.app import NpuscopeApp
 from npuscope.tui.widgets.cards_pane import CardsPane
-from npuscope.tui.widgets.mini_timeline import MiniTimeline
+
+from pilot_helpers import wait_loaded
 
 
 def _app() -> NpuscopeApp:
@@ -13,15 +14,7 @@ def _app() -> NpuscopeApp:
 
 
 async def _loaded(pilot) -> None:
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
-    timeline = pilot.app.main.query_one(MiniTimeline)
-    for _ in range(3000):  # built once the first screen has settled
-        if timeline.model is not None:
-            break
-        await pilot.pause(0.01)
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
+    await wait_loaded(pilot)
 
 
 def test_main_screen(snap_compare):
