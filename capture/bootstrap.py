@@ -27,7 +27,8 @@ How it works
   handlers and finalizers. Everything npuscope needs is on disk by then.
 
 Progress: one JSON object per stdout line, prefixed ``NPUSCOPE ``. Manifest:
-``DIR/npuscope_capture.json``. Exit codes: 0 ok (also a window cut short by the end of training),
+``DIR/npuscope_capture.json`` (with ``--keep-running`` it is first written with status
+``captured`` as soon as the window is exported, then again when training ends). Exit codes: 0 ok (also a window cut short by the end of training),
 1 the script failed, 2 bad arguments, 3 the device cannot be profiled here, 4 training ended before
 the window started.
 """
@@ -293,6 +294,9 @@ class Capture:
         }
         self.files = sorted(f for f in self.list_files() if f not in self.before)
         emit("exported", files=[os.path.join(self.out, f) for f in self.files])
+        if self.args.keep_running:  # tell a watcher the capture is on disk while training goes on
+            self.manifest.update(status="captured", files=list(self.files), steps_seen=self.count)
+            self.write_manifest()
 
     def list_files(self):
         found = []

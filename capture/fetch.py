@@ -1,0 +1,108 @@
+"""Which files of a run are fetched, and how they land locally without ever overwriting.
+
+Only exported results travel (never msprof's raw ``data/`` folders):
+``mindstudio_profiler_output/``, ``device_*/summary``, ``device_*/timeline``, ``info.json*``,
+``ASCEND_PROFILER_OUTPUT/`` (+ ``profiler_info_*.json`` for rank names), ``*.paddle_trace.json``,
+the bootstrap's manifest and the job's log (kept as ``npuscope_capture.log``).
+
+The tar stream goes to a temporary folder beside the destination and is unpacked with tarfile's
+``data`` filter (no absolute paths, no ``..``, no links out of the folder); the folder is renamed
+to ``<host>-<time>`` at the end, with ``-2``, ``-3``... when that name is taken.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tarfile
+import tempfile
+from pathlib import Path
+
+from .spec import CaptureError
+
+MANIFEST = "npuscope_capture.json"
+LOCAL_LOG = "npuscope_capture.log"
+_DEVICE = re.compile(r"^device_\d+$")
+_KEEP_DIRS = ("mindstudio_profiler_output", "ASCEND_PROFILER_OUTPUT")
+
+
+def is_exported(path: str) -> bool:
+    """True for a run-relative path (``out/...`` or ``log``) that is an exported result."""
+    if path == "log":
+        return True
+    parts = path.split("/")
+    if not parts or parts[0] != "out" or ".." in parts:
+        return False
+    name = parts[-1]
+    if parts[1:] == [MANIFEST]:
+        return True
+    if name.endswith(".paddle_trace.json") or name.startswith("info.json"):
+        return True
+    if any(p in _KEEP_DIRS for p in parts[:-1]):
+        return True
+    if name.startswith("profiler_info") and name.endswith(".json"):
+        return True
+    for i, part in enumerate(parts[:-2]):
+        if _DEVICE.match(part) and parts[i + 1] in ("summary", "timeline"):
+            return True
+    return False
+
+
+def parse_listing(text: str) -> list[tuple[str, int]]:
+    """`find -printf '%s\\t%p\\n'` lines as (path, size) for the exported files."""
+    files = []
+    for line in text.splitlines():
+        size, sep, path = line.partition("\t")
+        if sep and size.isdigit() and is_exported(path):
+            files.append((path, int(size)))
+    return files
+
+
+def local_name(path: str) -> str:
+    """Where a run-relative path goes inside the capture folder."""
+    if path == "log":
+        return LOCAL_LOG
+    return path.split("/", 1)[1]
+
+
+def staging_dir(out: Path, name: str) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f".{name}.partial-", dir=out))
+
+
+def unpack(tar_path: Path, dest: Path) -> int:
+    """Unpack the fetched tar into `dest` (run paths mapped by `local_name`); count the files."""
+    count = 0
+    try:
+        with tarfile.open(tar_path, mode="r:") as tar:
+            for member in tar:
+                if not member.isfile() or not is_exported(member.name):
+                    continue
+                member.name = local_name(member.name)
+                tar.extract(member, dest, filter="data")
+                count += 1
+    except (tarfile.TarError, OSError) as exc:
+        raise CaptureError(f"the fetched archive could not be unpacked: {exc}") from None
+    return count
+
+
+def claim_folder(staging: Path, out: Path, name: str) -> Path:
+    """Rename `staging` to out/name (or name-2, name-3...) without replacing anything."""
+    for n in range(1, 1000):
+        target = out / (name if n == 1 else f"{name}-{n}")
+        try:
+            target.mkdir()  # claims the name atomically; an existing one raises
+        except FileExistsError:
+            continue
+        try:
+            os.replace(staging, target)  # onto the empty folder just made: ours
+        except OSError:
+            target.rmdir()
+            raise
+        return target
+    raise CaptureError(f"{out}: too many captures named {name}")
+
+
+def discard(staging: Path) -> None:
+    shutil.rmtree(staging, ignore_errors=True)

@@ -1,0 +1,255 @@
+"""The `sh` scripts a capture runs on the training host, and readers for what they print.
+
+A run lives in ``ROOT/runs/ID/`` on the host (ROOT defaults to ``~/.cache/npuscope``):
+
+    run.sh   the detached job (bootstrap, then msprof export on npu)
+    run.json the spec, one JSON line (for listing and reattaching)
+    pid      the job's process group id      log    everything it printed
+    phase    training | export | done        exit   its exit code, written last
+    out/     the bootstrap's output (Paddle trace, PROF_* folders, npuscope_capture.json)
+    fetched  written once a client has copied the results
+
+The job is started as ``cd RUN || exit; setsid sh run.sh </dev/null >/dev/null 2>&1 &``: the
+setup is separated by ``;`` so only the job goes to the background, with every standard stream
+off the SSH channel, which therefore closes at once. Every value that comes from the user is
+passed through `shlex.quote`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+from dataclasses import dataclass
+
+from .spec import DEFAULT_MSPROF, CaptureSpec
+
+# Exit codes written to `exit`: 0-4 come from the bootstrap, the rest from run.sh or the shell.
+EXIT_MESSAGES = {
+    2: "the bootstrap refused its arguments",
+    3: "the device cannot be profiled on this host",
+    4: "training ended before the capture window",
+    20: "cannot enter the working directory",
+    21: "msprof not found",
+    22: "msprof --export failed",
+    23: "no PROF folder produced",
+    126: "the python command is not executable",
+    127: "command not found",
+    137: "the job was killed",
+    143: "the job was stopped",
+}
+MARK_EXIT = "NPUSCOPE_EXIT"
+MARK_NO_RUN = "NPUSCOPE_NO_RUN"
+
+
+def root_expr(root: str) -> str:
+    """A shell word for the remote cache folder; a leading ~ means the remote $HOME."""
+    if root == "~":
+        return '"$HOME"'
+    if root.startswith("~/"):
+        return '"$HOME"/' + shlex.quote(root[2:])
+    return shlex.quote(root)
+
+
+def bootstrap_name(source: str) -> str:
+    return "bootstrap-" + hashlib.sha256(source.encode()).hexdigest()[:12] + ".py"
+
+
+def probe_script(spec: CaptureSpec) -> str:
+    """Resolve ROOT, check the tools a run needs, the working directory and the python."""
+    q = shlex.quote
+    workdir = f"cd {q(spec.workdir)} || {{ echo 'NPUSCOPE_PROBLEM workdir'; exit 0; }}\n" if spec.workdir else ""
+    return f"""mkdir -p {root_expr(spec.remote_root)}/runs || {{ echo 'NPUSCOPE_PROBLEM root'; exit 0; }}
+cd {root_expr(spec.remote_root)} && echo "NPUSCOPE_ROOT $(pwd)"
+for tool in setsid tar tail find; do
+  command -v "$tool" >/dev/null 2>&1 || echo "NPUSCOPE_MISSING $tool"
+done
+cd
+{workdir}echo "NPUSCOPE_WORKDIR $(pwd)"
+command -v {q(spec.command[0])} >/dev/null 2>&1 || echo 'NPUSCOPE_PROBLEM python'
+"""
+
+
+@dataclass(frozen=True)
+class Probe:
+    root: str = ""
+    workdir: str = ""
+    missing: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()
+
+
+def parse_probe(text: str) -> Probe:
+    root = workdir = ""
+    missing, problems = [], []
+    for line in text.splitlines():
+        word, _, rest = line.partition(" ")
+        if word == "NPUSCOPE_ROOT":
+            root = rest
+        elif word == "NPUSCOPE_WORKDIR":
+            workdir = rest
+        elif word == "NPUSCOPE_MISSING":
+            missing.append(rest)
+        elif word == "NPUSCOPE_PROBLEM":
+            problems.append(rest)
+    return Probe(root, workdir, tuple(missing), tuple(problems))
+
+
+def run_script(spec: CaptureSpec, run_dir: str, bootstrap: str, workdir: str) -> str:
+    """run.sh: the detached job. `run_dir` and `bootstrap` are absolute remote paths."""
+    q = shlex.quote
+    python, script, *args = spec.command
+    boot = [python, bootstrap, "--device", spec.device, "--start-step", str(spec.start_step),
+            "--steps", str(spec.steps), "--out", run_dir + "/out"]
+    if spec.jit_compile:
+        boot += ["--jit-compile", spec.jit_compile]
+    if spec.keep_running:
+        boot.append("--keep-running")
+    boot += ["--", script, *args]
+    exports = "".join(f"export {k}={q(v)}\n" for k, v in spec.env)
+    export_step = _export_step(spec) if spec.device == "npu" else ""
+    captured = (
+        '  grep -q \'"status": "captured"\' "$RUN/out/npuscope_capture.json" 2>/dev/null && break\n'
+        if spec.keep_running else ""
+    )
+    return f"""# npuscope capture run (detached job); safe to delete once fetched
+RUN={q(run_dir)}
+LOG="$RUN/log"
+cd "$RUN" || exit 20
+echo $$ > pid.tmp && mv pid.tmp pid
+say() {{ echo "npuscope: $*" >> "$LOG"; }}
+finish() {{ echo "$1" > "$RUN/exit.tmp"; mv "$RUN/exit.tmp" "$RUN/exit"; exit "$1"; }}
+phase() {{ echo "$1" > "$RUN/phase"; printf 'NPUSCOPE {{"event": "phase", "phase": "%s"}}\\n' "$1" >> "$LOG"; }}
+trap 'say "the job was stopped by a signal"; finish 143' HUP INT TERM
+phase training
+cd {q(workdir)} || {{ say "cannot enter the working directory {workdir}"; finish 20; }}
+{exports}( {" ".join(q(a) for a in boot)} >> "$LOG" 2>&1; echo $? > "$RUN/rc.tmp"; mv "$RUN/rc.tmp" "$RUN/rc" ) &
+while [ ! -f "$RUN/rc" ]; do
+{captured}  sleep 0.5
+done
+rc=$(cat "$RUN/rc" 2>/dev/null || echo 0)
+[ "$rc" = 0 ] || finish "$rc"
+{export_step}phase done
+finish 0
+"""
+
+
+def _export_step(spec: CaptureSpec) -> str:
+    q = shlex.quote
+    if spec.msprof:
+        find = (f'M={q(spec.msprof)}\ncommand -v "$M" >/dev/null 2>&1 || '
+                f'{{ say "msprof not found: {spec.msprof} (check --msprof)"; finish 21; }}\n')
+    else:
+        find = (f"M={q(DEFAULT_MSPROF)}\n"
+                '[ -x "$M" ] || M=$(command -v msprof) || '
+                f'{{ say "msprof not found: not at {DEFAULT_MSPROF} and not on PATH; give --msprof PATH"; finish 21; }}\n')
+    return f"""phase export
+{find}find "$RUN/out" -type d -name 'PROF_*' -prune > "$RUN/prof.list"
+[ -s "$RUN/prof.list" ] || {{ say "no PROF folder produced under $RUN/out (did the NPU profiler run?)"; finish 23; }}
+while IFS= read -r p; do
+  say "exporting $p"
+  "$M" --export=on --output="$p" >> "$LOG" 2>&1 || {{ say "msprof --export=on failed for $p"; finish 22; }}
+done < "$RUN/prof.list"
+"""
+
+
+def launch_script(run_dir: str) -> str:
+    """Start run.sh detached and print its pid once it has written it."""
+    q = shlex.quote
+    return f"""cd {q(run_dir)} || exit 20; command -v setsid >/dev/null 2>&1 || {{ echo 'NPUSCOPE_MISSING setsid'; exit 0; }}
+setsid sh run.sh </dev/null >/dev/null 2>&1 &
+i=0; while [ ! -s pid ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+echo "NPUSCOPE_PID $(cat pid 2>/dev/null)"
+"""
+
+
+def follow_script(run_dir: str) -> str:
+    """The job's log from the start, live, until the job ends; then its exit code."""
+    q = shlex.quote
+    return f"""cd {q(run_dir)} 2>/dev/null || {{ echo {MARK_NO_RUN}; exit 0; }}
+i=0; while [ ! -s pid ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+touch log
+if [ -f exit ]; then cat log; else tail -n +1 -f --pid="$(cat pid)" log; fi
+echo "{MARK_EXIT} $(cat exit 2>/dev/null)"
+"""
+
+
+def cancel_script(run_dir: str) -> str:
+    """Stop the job's whole process group: TERM, then KILL after 5 s."""
+    q = shlex.quote
+    return f"""cd {q(run_dir)} 2>/dev/null || {{ echo {MARK_NO_RUN}; exit 0; }}
+p=$(cat pid 2>/dev/null)
+[ -n "$p" ] || {{ echo NPUSCOPE_NOT_RUNNING; exit 0; }}
+kill -0 -- -"$p" 2>/dev/null || {{ echo NPUSCOPE_NOT_RUNNING; exit 0; }}
+echo cancelled > cancelled
+kill -TERM -- -"$p" 2>/dev/null
+i=0; while kill -0 -- -"$p" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
+kill -0 -- -"$p" 2>/dev/null && kill -KILL -- -"$p" 2>/dev/null
+[ -f exit ] || {{ echo 143 > exit; }}
+echo NPUSCOPE_CANCELLED
+"""
+
+
+def list_script(root: str) -> str:
+    return f"""cd {root_expr(root)}/runs 2>/dev/null || exit 0
+for d in */; do
+  d=${{d%/}}; [ -f "$d/run.json" ] || continue
+  e=$(cat "$d/exit" 2>/dev/null); ph=$(cat "$d/phase" 2>/dev/null); p=$(cat "$d/pid" 2>/dev/null)
+  a=0; [ -n "$p" ] && kill -0 -- -"$p" 2>/dev/null && a=1
+  f=0; [ -f "$d/fetched" ] && f=1
+  printf 'NPUSCOPE_RUN\\t%s\\t%s\\t%s\\t%s\\t%s\\t' "$d" "$e" "$a" "$ph" "$f"; head -n 1 "$d/run.json"
+done
+"""
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    id: str
+    exit: int | None
+    alive: bool
+    phase: str
+    fetched: bool
+    record: dict  # run.json
+
+    @property
+    def state(self) -> str:
+        if self.exit is None:
+            return "running" if self.alive else "lost"
+        if self.exit != 0:
+            return f"failed ({self.exit})"
+        return "fetched" if self.fetched else "finished"
+
+    @property
+    def command(self) -> str:
+        return " ".join(self.record.get("spec", {}).get("command", []))
+
+
+def parse_runs(text: str) -> list[RunInfo]:
+    runs = []
+    for line in text.splitlines():
+        parts = line.split("\t", 6)
+        if len(parts) != 7 or parts[0] != "NPUSCOPE_RUN":
+            continue
+        _, rid, code, alive, phase, fetched, record = parts
+        try:
+            data = json.loads(record)
+        except ValueError:
+            data = {}
+        runs.append(RunInfo(rid, int(code) if code.strip().lstrip("-").isdigit() else None,
+                            alive == "1", phase, fetched == "1", data))
+    runs.sort(key=lambda r: r.id, reverse=True)
+    return runs
+
+
+def listing_script(run_dir: str) -> str:
+    """Sizes and paths of what the job wrote, relative to the run folder."""
+    q = shlex.quote
+    return f"cd {q(run_dir)} && find out log -type f -printf '%s\\t%p\\n' 2>/dev/null; exit 0\n"
+
+
+def tar_script(run_dir: str) -> str:
+    """A tar of the NUL-separated paths read from stdin, on stdout."""
+    return f"cd {shlex.quote(run_dir)} && tar cf - --null -T -\n"
+
+
+def mark_fetched_script(run_dir: str, local: str) -> str:
+    return f"printf '%s\\n' {shlex.quote(local)} > {shlex.quote(run_dir)}/fetched\n"

@@ -1,0 +1,330 @@
+"""One capture from start to fetched folder: connect, upload, launch, follow, export, fetch.
+
+Shared by `npuscope capture` and the capture screen. Everything is reported through one
+callback as `Event`s (phases, progress, log lines); failures raise `CaptureError` with one line
+and the last lines of the job's log. The remote job never depends on this process: when the
+client goes away (Ctrl-C, a closed explorer, a lost connection) it goes on, and `attach` picks
+it up again by its run id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import shlex
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from . import bootstrap_source
+from .fetch import claim_folder, discard, parse_listing, staging_dir, unpack
+from .runs import (
+    EXIT_MESSAGES,
+    MARK_EXIT,
+    MARK_NO_RUN,
+    RunInfo,
+    bootstrap_name,
+    cancel_script,
+    follow_script,
+    launch_script,
+    list_script,
+    listing_script,
+    mark_fetched_script,
+    parse_probe,
+    parse_runs,
+    probe_script,
+    run_script,
+    tar_script,
+)
+from .spec import CaptureError, CaptureSpec
+from .transport import Transport, transport_for
+from .upload import files_tar
+
+PHASES = ("connect", "upload", "launch", "warm-up", "capture", "export", "fetch", "open")
+PREFIX = "NPUSCOPE "
+TAIL = 12
+
+
+@dataclass(frozen=True)
+class Event:
+    kind: str  # "phase" | "progress" | "log" | "run"
+    host: str
+    phase: str = ""
+    text: str = ""
+    done: float = 0.0
+    total: float = 0.0
+
+
+Emit = Callable[[Event], None]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    folder: Path
+    runs: tuple[tuple[str, str], ...]  # (host, run id)
+    manifests: dict = field(default_factory=dict)  # host -> the bootstrap's manifest
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
+
+
+def folder_name(hosts: tuple[str, ...], run_id: str) -> str:
+    stamp = run_id.rsplit("-", 1)[0]
+    first = hosts[0].split("@")[-1].replace("/", "_").replace(":", "_")
+    return f"{first}-{stamp}" if len(hosts) == 1 else f"{first}+{len(hosts) - 1}-{stamp}"
+
+
+class HostRun:
+    """One run on one host: where it lives and how to reach it."""
+
+    def __init__(self, spec: CaptureSpec, run_id: str, emit: Emit):
+        self.spec = spec
+        self.host = spec.host
+        self.run_id = run_id
+        self.emit = emit
+        self.transport: Transport = transport_for(spec.host, spec.ssh_config, spec.accept_new_host_key)
+        self.root = ""
+        self.run_dir = ""
+        self.start = spec.start_step
+        self.manifest: dict = {}
+
+    def phase(self, name: str, text: str = "") -> None:
+        self.emit(Event("phase", self.host, phase=name, text=text))
+
+    def reattach_hint(self) -> str:
+        return f"the job goes on: reattach with `npuscope capture --host {self.host} --attach {self.run_id}`"
+
+    # --- start ---------------------------------------------------------------------------------
+    async def resolve(self):
+        self.phase("connect", f"connecting to {self.host}")
+        probe = parse_probe((await self.transport.run(probe_script(self.spec))).text)
+        if "root" in probe.problems or not probe.root:
+            raise CaptureError(f"{self.host}: cannot create the folder {self.spec.remote_root}")
+        self.root = probe.root
+        self.run_dir = f"{self.root}/runs/{self.run_id}"
+        return probe
+
+    async def launch(self) -> None:
+        probe = await self.resolve()
+        if probe.missing:
+            raise CaptureError(f"{self.host}: missing on the host: {', '.join(probe.missing)}")
+        if "workdir" in probe.problems:
+            raise CaptureError(f"{self.host}: no working directory {self.spec.workdir!r}")
+        if "python" in probe.problems:
+            raise CaptureError(f"{self.host}: command not found: {self.spec.command[0]} "
+                               f"(in {probe.workdir}); give the full path of the python to use")
+        self.phase("upload", "uploading the bootstrap")
+        source = bootstrap_source()
+        boot = bootstrap_name(source)
+        record = {"id": self.run_id, "host": self.host, "created": time.time(), "spec": self.spec.to_dict()}
+        files = {
+            boot: source,
+            f"runs/{self.run_id}/run.sh": run_script(self.spec, self.run_dir, f"{self.root}/{boot}", probe.workdir),
+            f"runs/{self.run_id}/run.json": json.dumps(record) + "\n",
+        }
+        res = await self.transport.run(f"cd {_q(self.root)} && tar xf -\n", stdin=files_tar(files))
+        if res.code != 0:
+            raise CaptureError(f"{self.host}: upload failed: {_last(res.stderr_lines())}")
+        self.phase("launch", f"starting run {self.run_id}")
+        res = await self.transport.run(launch_script(self.run_dir))
+        pid = next((ln.split()[1] for ln in res.text.splitlines()
+                    if ln.startswith("NPUSCOPE_PID ") and len(ln.split()) == 2), None)
+        if "NPUSCOPE_MISSING setsid" in res.text:
+            raise CaptureError(f"{self.host}: missing on the host: setsid")
+        if pid is None:
+            raise CaptureError(f"{self.host}: the job did not start (no pid file in {self.run_dir})")
+        self.emit(Event("run", self.host, text=self.run_id, done=float(pid)))
+
+    # --- follow --------------------------------------------------------------------------------
+    async def follow(self) -> None:
+        """Stream the job's log until it ends; raise with the reason when it failed."""
+        self.phase("warm-up", f"waiting for step {self.start}")
+        tail: deque[str] = deque(maxlen=TAIL)
+        errors: list[str] = []
+        says: list[str] = []
+        code: int | None | str = "missing"
+        try:
+            async for line in self.transport.lines(follow_script(self.run_dir)):
+                if line == MARK_NO_RUN:
+                    raise CaptureError(f"{self.host}: no run {self.run_id} in {self.root}/runs")
+                if line.startswith(MARK_EXIT):
+                    value = line[len(MARK_EXIT):].strip()
+                    code = int(value) if value.lstrip("-").isdigit() else None
+                    continue
+                if line.startswith(PREFIX):
+                    self.on_progress(line[len(PREFIX):], errors)
+                    continue
+                if line.startswith("npuscope: "):
+                    says.append(line[len("npuscope: "):])
+                tail.append(line)
+                self.emit(Event("log", self.host, text=line))
+        except CaptureError as exc:
+            if "no run" in str(exc):
+                raise
+            raise CaptureError(f"{exc}; {self.reattach_hint()}", exc.log_tail) from None
+        if code == "missing":
+            raise CaptureError(f"{self.host}: lost the log stream; {self.reattach_hint()}", tuple(tail))
+        if code != 0:
+            raise CaptureError(self.failure(code, errors, says, list(tail)), tuple(tail))
+
+    def on_progress(self, payload: str, errors: list[str]) -> None:
+        try:
+            event = json.loads(payload)
+        except ValueError:
+            return
+        kind = event.get("event")
+        if kind == "step":
+            step = int(event.get("step", 0))
+            if step < self.start or self.start == 0:
+                self.emit(Event("progress", self.host, phase="warm-up", done=min(step, self.start),
+                                total=max(self.start, 1)))
+            else:
+                self.emit(Event("progress", self.host, phase="capture", done=step - self.start,
+                                total=self.spec.steps))
+        elif kind == "window_moved":
+            self.start = int(event.get("start", self.start))
+            self.emit(Event("log", self.host, text="npuscope: " + str(event.get("reason", "window moved"))))
+        elif kind == "capture_start":
+            self.phase("capture", f"profiling steps {self.start}-{self.start + self.spec.steps}")
+        elif kind == "capture_stop":
+            self.phase("export", "writing the trace")
+        elif kind == "phase" and event.get("phase") == "export":
+            self.phase("export", "msprof --export=on")
+        elif kind == "error":
+            errors.append(str(event.get("message", "")))
+
+    def failure(self, code: int | None, errors: list[str], says: list[str], tail: list[str]) -> str:
+        what = f"{self.host}: "
+        if code is None:
+            return what + "the job ended without an exit code (killed, or the host restarted)"
+        if code == 1:
+            return what + "training crashed: " + (errors[-1] if errors else _last(tail))
+        if code in (3, 4) and errors:
+            return what + errors[-1]
+        if code == 127:
+            return what + "command not found: " + (_last(tail) or self.spec.command[0])
+        if code == 143 or code == 137:
+            return what + EXIT_MESSAGES[code] + " (cancelled, or killed on the host)"
+        if says:
+            return what + says[-1]
+        return what + EXIT_MESSAGES.get(code, f"the job failed with exit code {code}")
+
+    # --- fetch ---------------------------------------------------------------------------------
+    async def fetch(self, dest: Path) -> int:
+        self.phase("fetch", "listing the exported results")
+        res = await self.transport.run(listing_script(self.run_dir))
+        files = parse_listing(res.text)
+        wanted = [p for p, _ in files if p != "log"]
+        if not wanted:
+            raise CaptureError(f"{self.host}: the run left no exported results in {self.run_dir}/out")
+        total = sum(size for _, size in files)
+        dest.mkdir(parents=True, exist_ok=True)
+        tar_path = dest / ".fetch.tar"
+        names = b"".join(p.encode() + b"\0" for p, _ in files)
+
+        def progress(n: int) -> None:
+            self.emit(Event("progress", self.host, phase="fetch", done=min(n, total), total=max(total, 1)))
+
+        self.phase("fetch", f"fetching {len(files)} files ({total / 1e6:.1f} MB)")
+        try:
+            await self.transport.download(tar_script(self.run_dir), names, tar_path, progress)
+            count = await asyncio.to_thread(unpack, tar_path, dest)
+        finally:
+            tar_path.unlink(missing_ok=True)
+        manifest = dest / "npuscope_capture.json"
+        if manifest.is_file():
+            try:
+                self.manifest = json.loads(manifest.read_text())
+            except ValueError:
+                self.manifest = {}
+        return count
+
+    async def mark_fetched(self, folder: Path) -> None:
+        await self.transport.run(mark_fetched_script(self.run_dir, str(folder)), check=False)
+
+
+def _q(text: str) -> str:
+    return shlex.quote(text)
+
+
+def _last(lines: list[str]) -> str:
+    return lines[-1] if lines else ""
+
+
+async def _collect(runs: list[HostRun], out: Path, name: str, emit: Emit) -> Outcome:
+    staging = staging_dir(out, name)
+    try:
+        for run in runs:  # one connection at a time: fetches share the link
+            await run.fetch(staging if len(runs) == 1 else staging / _safe(run.host))
+        folder = claim_folder(staging, out, name)
+    except BaseException:
+        discard(staging)
+        raise
+    for run in runs:
+        await run.mark_fetched(folder)
+    emit(Event("phase", runs[0].host, phase="open", text=str(folder)))
+    return Outcome(folder, tuple((r.host, r.run_id) for r in runs), {r.host: r.manifest for r in runs})
+
+
+def _safe(host: str) -> str:
+    return host.replace("/", "_").replace(":", "_")
+
+
+async def capture(spec: CaptureSpec, emit: Emit) -> Outcome:
+    """Run the capture described by `spec` on every host; fetch into one new local folder."""
+    spec = spec.check()
+    run_id = new_run_id()
+    runs = [HostRun(spec.for_host(h), run_id, emit) for h in spec.all_hosts()]
+    await asyncio.gather(*(r.launch() for r in runs))
+    await asyncio.gather(*(r.follow() for r in runs))
+    return await _collect(runs, Path(spec.out).expanduser(), folder_name(spec.all_hosts(), run_id), emit)
+
+
+async def attach(spec: CaptureSpec, run_id: str, emit: Emit) -> Outcome:
+    """Follow a run started earlier (on spec.host) to its end and fetch it."""
+    run = HostRun(spec.for_host(spec.host), run_id, emit)
+    await run.resolve()
+    record = await _record(run)
+    if record:
+        saved = record.get("spec", {})
+        run.start = int(saved.get("start_step", run.start))
+        run.spec = replace(run.spec, **_follow_fields(saved))
+    await run.follow()
+    return await _collect([run], Path(spec.out).expanduser(), folder_name((spec.host,), run_id), emit)
+
+
+def _follow_fields(saved: dict) -> dict:
+    keys = ("device", "start_step", "steps", "keep_running")
+    return {k: saved[k] for k in keys if k in saved}
+
+
+async def _record(run: HostRun) -> dict:
+    res = await run.transport.run(f"cat {_q(run.run_dir)}/run.json 2>/dev/null; exit 0\n")
+    try:
+        return json.loads(res.text.splitlines()[0]) if res.text.strip() else {}
+    except ValueError:
+        return {}
+
+
+async def list_runs(spec: CaptureSpec) -> list[RunInfo]:
+    transport = transport_for(spec.host, spec.ssh_config, spec.accept_new_host_key)
+    return parse_runs((await transport.run(list_script(spec.remote_root))).text)
+
+
+async def cancel(spec: CaptureSpec, run_id: str) -> str:
+    """Stop a run's whole process group on its host; one line saying what happened."""
+    run = HostRun(spec.for_host(spec.host), run_id, lambda e: None)
+    await run.resolve()
+    text = (await run.transport.run(cancel_script(run.run_dir))).text
+    if MARK_NO_RUN in text:
+        raise CaptureError(f"{spec.host}: no run {run_id} in {run.root}/runs")
+    if "NPUSCOPE_CANCELLED" in text:
+        return f"{spec.host}: run {run_id} cancelled (its process group was stopped)"
+    return f"{spec.host}: run {run_id} is not running"
+
+
+__all__ = ["Event", "Outcome", "PHASES", "attach", "cancel", "capture", "list_runs"]

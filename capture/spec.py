@@ -1,0 +1,118 @@
+"""What a capture asks for: one `CaptureSpec`, shared by `npuscope capture` and the capture screen.
+
+`CaptureSpec.check()` turns every user mistake into a `CaptureError` with one line; the rest of
+the capture layer can then trust the spec.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+DEFAULT_MSPROF = "/usr/local/Ascend/ascend-toolkit/latest/tools/profiler/bin/msprof"
+DEFAULT_REMOTE_ROOT = "~/.cache/npuscope"
+DEFAULT_OUT = "captures"
+DEVICES = ("npu", "cpu", "gpu")
+LOCAL_HOST = "local"
+_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_HOST = re.compile(r"^[A-Za-z0-9_.@:%\[\]-]+$")
+
+
+class CaptureError(Exception):
+    """A capture could not be done: `str()` is one line; `log_tail` holds the last log lines."""
+
+    def __init__(self, message: str, log_tail: tuple[str, ...] = (), code: int = 1):
+        super().__init__(message.splitlines()[0] if message else "capture failed")
+        self.log_tail = tuple(log_tail)
+        self.code = code  # 1: the job or capture failed; 2: bad arguments
+
+
+def usage_error(message: str) -> CaptureError:
+    return CaptureError(message, code=2)
+
+
+@dataclass(frozen=True)
+class CaptureSpec:
+    host: str
+    command: tuple[str, ...]  # PYTHON SCRIPT [ARGS...]: PYTHON runs the bootstrap
+    workdir: str = ""  # remote working directory; "" = the login directory
+    device: str = "npu"
+    start_step: int = 100
+    steps: int = 1
+    jit_compile: str | None = None  # "on" | "off" | None (leave the job's setting)
+    env: tuple[tuple[str, str], ...] = ()
+    msprof: str = ""  # "" = DEFAULT_MSPROF if present, else `msprof` on PATH
+    keep_running: bool = False
+    out: str = DEFAULT_OUT  # local folder that receives captures/<host>-<time>/
+    ssh_config: str | None = None
+    accept_new_host_key: bool = False
+    remote_root: str = DEFAULT_REMOTE_ROOT
+    hosts: tuple[str, ...] = field(default=())  # several hosts: one run on each
+
+    @property
+    def is_local(self) -> bool:
+        return self.host == LOCAL_HOST
+
+    def all_hosts(self) -> tuple[str, ...]:
+        return self.hosts or (self.host,)
+
+    def for_host(self, host: str) -> "CaptureSpec":
+        return replace(self, host=host, hosts=())
+
+    def check(self) -> "CaptureSpec":
+        for host in self.all_hosts():
+            if not host or not _HOST.match(host) or host.startswith("-"):
+                raise usage_error(f"not a host name: {host!r}")
+        if not self.command:
+            raise usage_error("no training command: give `-- PYTHON SCRIPT [ARGS...]`")
+        if len(self.command) < 2:
+            raise usage_error(
+                f"the command must start with the python that runs the script: "
+                f"`{self.command[0]} train.py ...`, not `{self.command[0]}` alone"
+            )
+        if self.device not in DEVICES:
+            raise usage_error(f"unknown device {self.device!r}: choose one of {', '.join(DEVICES)}")
+        if self.start_step < 0:
+            raise usage_error("the start step must be 0 or more")
+        if self.steps < 1:
+            raise usage_error("the number of steps must be at least 1")
+        if self.jit_compile not in (None, "on", "off"):
+            raise usage_error("JIT compile must be on or off")
+        for key, _value in self.env:
+            if not _ENV_KEY.match(key):
+                raise usage_error(f"not an environment variable name: {key!r}")
+        if self.ssh_config is not None and not Path(self.ssh_config).expanduser().is_file():
+            raise usage_error(f"{self.ssh_config}: no such ssh config file")
+        out = Path(self.out).expanduser()
+        if out.exists() and not out.is_dir():
+            raise usage_error(f"{self.out}: not a folder")
+        return self
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["command"] = list(self.command)
+        data["env"] = [list(kv) for kv in self.env]
+        data["hosts"] = list(self.hosts)
+        return data
+
+
+def parse_env(items: list[str] | tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """`KEY=VALUE` items (from --env or the screen) as pairs; a bad item is a usage error."""
+    pairs = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not _ENV_KEY.match(key):
+            raise usage_error(f"--env wants KEY=VALUE, got {item!r}")
+        pairs.append((key, value))
+    return tuple(pairs)
+
+
+def parse_hosts(text: str) -> tuple[str, ...]:
+    """`h1,h2` or a hostfile's lines (comments with #, `slots=` and the like ignored)."""
+    hosts = []
+    for line in text.replace(",", "\n").splitlines():
+        word = line.split("#", 1)[0].split()
+        if word and word[0] not in hosts:
+            hosts.append(word[0])
+    return tuple(hosts)

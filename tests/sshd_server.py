@@ -1,0 +1,139 @@
+"""A real OpenSSH server on 127.0.0.1 for the capture tests, with throwaway keys and config.
+
+It never touches the system sshd or the user's ~/.ssh: host key, user key, authorized_keys,
+known_hosts, server and client configs all live in one temporary folder, and the client is
+pointed at its own config with `-F` (`npuscope capture --ssh-config`). Host aliases:
+
+* ``npuscope-test``: known host key, the user key authorised;
+* ``npuscope-unknown``: same server, empty known_hosts (the key must be refused);
+* ``npuscope-nokey``: known host key, a key the server does not accept.
+
+Outside CI the tests skip with the reason when ``/usr/sbin/sshd`` is missing; in CI (``CI`` set)
+they fail instead, since `.ci/run` installs openssh-server.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+SSHD = Path("/usr/sbin/sshd")
+HOST = "npuscope-test"
+UNKNOWN = "npuscope-unknown"
+NOKEY = "npuscope-nokey"
+
+
+@dataclass
+class SshServer:
+    folder: Path
+    port: int
+    config: Path  # the client config to pass as --ssh-config
+    proc: subprocess.Popen
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def log(self) -> str:
+        return (self.folder / "sshd.log").read_text(errors="replace")
+
+
+def require_sshd() -> None:
+    if SSHD.exists() and _which("ssh") and _which("ssh-keygen"):
+        return
+    reason = "OpenSSH server/client not installed (Debian: openssh-server openssh-client)"
+    if os.environ.get("CI"):
+        pytest.fail(reason + "; .ci/run must install it")
+    pytest.skip(reason)
+
+
+def _which(name: str) -> bool:
+    return any((Path(p) / name).exists() for p in os.environ.get("PATH", "").split(os.pathsep))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _keygen(path: Path) -> str:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "npuscope-test", "-f", str(path)],
+                   check=True, capture_output=True)
+    return (path.with_suffix(".pub")).read_text().strip()
+
+
+def start_sshd(folder: Path) -> SshServer:
+    require_sshd()
+    folder.mkdir(parents=True, exist_ok=True)
+    user = getpass.getuser()
+    host_pub = _keygen(folder / "host_key")
+    user_pub = _keygen(folder / "id_user")
+    _keygen(folder / "id_other")
+    (folder / "authorized_keys").write_text(user_pub + "\n")
+    port = _free_port()
+    (folder / "sshd_config").write_text(
+        f"""Port {port}
+ListenAddress 127.0.0.1
+HostKey {folder}/host_key
+PidFile {folder}/sshd.pid
+AuthorizedKeysFile {folder}/authorized_keys
+AllowUsers {user}
+PermitRootLogin prohibit-password
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+X11Forwarding no
+PrintMotd no
+LogLevel VERBOSE
+"""
+    )
+    key_type, key = host_pub.split()[:2]
+    (folder / "known_hosts").write_text(f"[127.0.0.1]:{port} {key_type} {key}\n")
+    (folder / "known_hosts_empty").write_text("")
+    common = f"""  HostName 127.0.0.1
+  Port {port}
+  User {user}
+  IdentitiesOnly yes
+  IdentityAgent none
+  GlobalKnownHostsFile /dev/null
+  ControlMaster no
+"""
+    (folder / "ssh_config").write_text(
+        f"Host {HOST}\n{common}  IdentityFile {folder}/id_user\n  UserKnownHostsFile {folder}/known_hosts\n\n"
+        f"Host {UNKNOWN}\n{common}  IdentityFile {folder}/id_user\n  UserKnownHostsFile {folder}/known_hosts_empty\n\n"
+        f"Host {NOKEY}\n{common}  IdentityFile {folder}/id_other\n  UserKnownHostsFile {folder}/known_hosts\n"
+    )
+    if os.geteuid() == 0:
+        # sshd started as root insists on its privilege separation folder (normally made by
+        # the service unit); an empty root-owned folder, nothing else.
+        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
+    log = open(folder / "sshd.log", "wb")
+    proc = subprocess.Popen([str(SSHD), "-D", "-e", "-f", str(folder / "sshd_config")],
+                            stdout=log, stderr=subprocess.STDOUT)
+    log.close()
+    server = SshServer(folder, port, folder / "ssh_config", proc)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"sshd exited with {proc.returncode}: {server.log()[-2000:]}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return server
+        except OSError:
+            time.sleep(0.05)
+    server.stop()
+    raise RuntimeError(f"sshd did not listen on {port}: {server.log()[-2000:]}")
