@@ -179,11 +179,11 @@ def cancel_script(run_dir: str) -> str:
     return f"""cd {q(run_dir)} 2>/dev/null || {{ echo {MARK_NO_RUN}; exit 0; }}
 p=$(cat pid 2>/dev/null)
 [ -n "$p" ] || {{ echo NPUSCOPE_NOT_RUNNING; exit 0; }}
-kill -0 -- -"$p" 2>/dev/null || {{ echo NPUSCOPE_NOT_RUNNING; exit 0; }}
+kill -0 -"$p" 2>/dev/null || {{ echo NPUSCOPE_NOT_RUNNING; exit 0; }}
 echo cancelled > cancelled
-kill -TERM -- -"$p" 2>/dev/null
-i=0; while kill -0 -- -"$p" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
-kill -0 -- -"$p" 2>/dev/null && kill -KILL -- -"$p" 2>/dev/null
+kill -TERM -"$p" 2>/dev/null
+i=0; while kill -0 -"$p" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
+kill -0 -"$p" 2>/dev/null && kill -KILL -"$p" 2>/dev/null
 [ -f exit ] || {{ echo 143 > exit; }}
 echo NPUSCOPE_CANCELLED
 """
@@ -194,7 +194,7 @@ def list_script(root: str) -> str:
 for d in */; do
   d=${{d%/}}; [ -f "$d/run.json" ] || continue
   e=$(cat "$d/exit" 2>/dev/null); ph=$(cat "$d/phase" 2>/dev/null); p=$(cat "$d/pid" 2>/dev/null)
-  a=0; [ -n "$p" ] && kill -0 -- -"$p" 2>/dev/null && a=1
+  a=0; [ -n "$p" ] && kill -0 -"$p" 2>/dev/null && a=1
   f=0; [ -f "$d/fetched" ] && f=1
   printf 'NPUSCOPE_RUN\\t%s\\t%s\\t%s\\t%s\\t%s\\t' "$d" "$e" "$a" "$ph" "$f"; head -n 1 "$d/run.json"
 done

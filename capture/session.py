@@ -277,11 +277,10 @@ def _safe(host: str) -> str:
 async def capture(spec: CaptureSpec, emit: Emit) -> Outcome:
     """Run the capture described by `spec` on every host; fetch into one new local folder."""
     spec = spec.check()
-    run_id = new_run_id()
-    runs = [HostRun(spec.for_host(h), run_id, emit) for h in spec.all_hosts()]
+    runs = [HostRun(spec.for_host(h), new_run_id(), emit) for h in spec.all_hosts()]
     await asyncio.gather(*(r.launch() for r in runs))
     await asyncio.gather(*(r.follow() for r in runs))
-    return await _collect(runs, Path(spec.out).expanduser(), folder_name(spec.all_hosts(), run_id), emit)
+    return await _collect(runs, Path(spec.out).expanduser(), folder_name(spec.all_hosts(), runs[0].run_id), emit)
 
 
 async def attach(spec: CaptureSpec, run_id: str, emit: Emit) -> Outcome:

@@ -90,7 +90,6 @@ class Transport:
                 stderr=asyncio.subprocess.PIPE,
                 limit=LINE_LIMIT,
                 cwd=self.cwd,
-                start_new_session=True,  # Ctrl-C in a terminal goes to us, not to ssh
             )
         except FileNotFoundError:
             raise CaptureError(f"{argv[0]}: not found; install the OpenSSH client") from None
@@ -189,8 +188,7 @@ class SshTransport(Transport):
 
     def _check(self, code: int, stderr: list[str]) -> None:
         if code == 255:
-            raise CaptureError(ssh_problem(self.host, stderr) or f"{self.host}: ssh failed",
-                               tuple(stderr[-5:]))
+            raise CaptureError(ssh_problem(self.host, stderr) or f"{self.host}: ssh failed")
 
 
 class LocalTransport(Transport):

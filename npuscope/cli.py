@@ -91,6 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="exit 1 when total device time or total wait grew by more than PCT percent (a CI gate)",
     )
     compare.add_argument("--rules", metavar="FILE", help="TOML file overriding rule thresholds (both runs)")
+    from .capture_cmd import add_capture_parser
+
+    add_capture_parser(sub)
     return parser
 
 
@@ -123,7 +126,7 @@ def _percent(text: str) -> float:
     return value
 
 
-SUBCOMMANDS = ("inspect", "report", "compare")
+SUBCOMMANDS = ("inspect", "report", "compare", "capture")
 
 
 def build_explorer_parser() -> argparse.ArgumentParser:
@@ -145,6 +148,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] not in SUBCOMMANDS:
         return run_explorer(build_explorer_parser().parse_args(argv))
+    if argv[0] == "capture":  # its training command follows `--`: split before argparse sees it
+        from .capture_cmd import run_capture
+
+        return run_capture(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     from npuscope.parsers import ProfileError

@@ -1,0 +1,226 @@
+"""`npuscope capture`: profile a window of a Paddle training on a host over SSH and fetch it.
+
+Progress goes to stderr (phase lines; the job's log with --verbose); the last stdout line is the
+local folder of the fetched capture. Exit 0 on success, 1 when the remote job or the capture
+failed (one line with the reason, then the last log lines), 2 for bad arguments, 130 when
+interrupted (the remote job goes on; the message says how to reattach).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from pathlib import Path
+
+from npuscope.capture.spec import (
+    DEFAULT_MSPROF,
+    DEFAULT_OUT,
+    DEFAULT_REMOTE_ROOT,
+    CaptureError,
+    CaptureSpec,
+    parse_env,
+    parse_hosts,
+    usage_error,
+)
+
+EPILOG = (
+    "The command after -- is run by the bootstrap: its first word is the python that runs the "
+    "training script. Example: npuscope capture --host ascend01 --workdir ~/PaddleNLP --device npu "
+    "-- python train.py --epochs 1"
+)
+
+
+def add_capture_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "capture",
+        help="profile steps of a Paddle training on a host over SSH and fetch the result",
+        usage="npuscope capture --host HOST [options] -- PYTHON SCRIPT [ARGS...]\n"
+        "       npuscope capture --host HOST --list | --attach RUN | --cancel RUN",
+        description=(
+            "Start a Paddle training detached on HOST (over the system ssh; `local` runs on this "
+            "machine), profile training steps START..START+STEPS, export with msprof (npu), fetch "
+            "only the exported results into OUT/<host>-<time>/ and print that folder last on "
+            "stdout. The job survives a lost connection: --list shows runs, --attach RUN follows "
+            "one to its end and fetches it, --cancel RUN stops it. Exit 0 ok, 1 the job or the "
+            "capture failed, 2 bad arguments."
+        ),
+        epilog=EPILOG,
+    )
+    where = p.add_argument_group("where")
+    where.add_argument("--host", help="ssh host or Host alias, or `local` for this machine")
+    where.add_argument("--hosts", help="several hosts: h1,h2,... or a hostfile (one host per line)")
+    where.add_argument("--workdir", default="", help="remote working directory (default: the login folder)")
+    where.add_argument("--ssh-config", metavar="FILE", help="ssh config file instead of ~/.ssh/config")
+    where.add_argument("--accept-new-host-key", action="store_true",
+                       help="accept and record the key of a host not yet in known_hosts (never a changed key)")
+    where.add_argument("--remote-cache", default=DEFAULT_REMOTE_ROOT, metavar="DIR",
+                       help=f"where runs live on the host (default {DEFAULT_REMOTE_ROOT})")
+    what = p.add_argument_group("what")
+    what.add_argument("--device", choices=("npu", "cpu", "gpu"), default="npu", help="device to profile (default npu)")
+    what.add_argument("--start-step", type=_count(0), default=100, metavar="N",
+                      help="profile from this training step (default 100)")
+    what.add_argument("--steps", type=_count(1), default=1, metavar="K", help="number of steps to profile (default 1)")
+    what.add_argument("--jit-compile", choices=("on", "off"), help="set FLAGS_npu_jit_compile (default: leave it)")
+    what.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                      help="extra environment for the job (repeatable)")
+    what.add_argument("--msprof", default="", metavar="PATH",
+                      help=f"msprof on the host (default {DEFAULT_MSPROF}, else msprof on PATH)")
+    what.add_argument("--keep-running", action="store_true", help="let training go on after the capture")
+    what.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
+                      help=f"local folder for captures (default ./{DEFAULT_OUT})")
+    runs = p.add_argument_group("runs").add_mutually_exclusive_group()
+    runs.add_argument("--list", action="store_true", help="list the runs on the host")
+    runs.add_argument("--attach", metavar="RUN", help="follow run RUN to its end and fetch it")
+    runs.add_argument("--cancel", metavar="RUN", help="stop run RUN (its whole process group)")
+    p.add_argument("--open", action="store_true", help="open the fetched capture in the explorer")
+    p.add_argument("-v", "--verbose", action="store_true", help="also print the job's log on stderr")
+    return p
+
+
+def _count(low: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}")
+        return value
+
+    return parse
+
+
+def split_command(argv: list[str]) -> tuple[list[str], list[str]]:
+    """The options before `--` and the training command after it."""
+    if "--" in argv:
+        cut = argv.index("--")
+        return argv[:cut], argv[cut + 1:]
+    return argv, []
+
+
+def spec_from_args(args: argparse.Namespace, command: list[str]) -> CaptureSpec:
+    hosts: tuple[str, ...] = ()
+    if args.hosts:
+        path = Path(args.hosts).expanduser()
+        if path.is_file():
+            try:
+                hosts = parse_hosts(path.read_text())
+            except (OSError, UnicodeDecodeError) as exc:
+                raise usage_error(f"{args.hosts}: cannot read the hostfile: {exc}") from None
+        else:
+            hosts = parse_hosts(args.hosts)
+        if not hosts:
+            raise usage_error(f"--hosts {args.hosts!r}: no host in it")
+    if args.host and hosts:
+        raise usage_error("give --host or --hosts, not both")
+    if not args.host and not hosts:
+        raise usage_error("no host: give --host HOST (or `local`), or --hosts h1,h2")
+    if hosts and (args.list or args.attach or args.cancel):
+        raise usage_error("--list, --attach and --cancel work on one --host")
+    needs_command = not (args.list or args.attach or args.cancel)
+    if needs_command and not command:
+        raise usage_error("no training command: add `-- PYTHON SCRIPT [ARGS...]`")
+    spec = CaptureSpec(
+        host=args.host or hosts[0],
+        hosts=hosts if len(hosts) > 1 else (),
+        command=tuple(command) or ("python", "-"),
+        workdir=args.workdir,
+        device=args.device,
+        start_step=args.start_step,
+        steps=args.steps,
+        jit_compile=args.jit_compile,
+        env=parse_env(args.env),
+        msprof=args.msprof,
+        keep_running=args.keep_running,
+        out=args.out,
+        ssh_config=args.ssh_config,
+        accept_new_host_key=args.accept_new_host_key,
+        remote_root=args.remote_cache,
+    )
+    return spec.check()
+
+
+class StderrReporter:
+    """Turns capture events into stderr lines: one per phase, warm-up every 10 %, log if asked."""
+
+    def __init__(self, verbose: bool, several: bool):
+        self.verbose = verbose
+        self.several = several
+        self.t0 = time.monotonic()
+        self.tenth: dict[tuple[str, str], int] = {}
+
+    def line(self, host: str, text: str) -> None:
+        prefix = f"[{host}] " if self.several else ""
+        sys.stderr.write(f"{time.monotonic() - self.t0:6.1f}s {prefix}{text}\n")
+        sys.stderr.flush()
+
+    def __call__(self, event) -> None:
+        if event.kind == "phase":
+            self.line(event.host, f"{event.phase}: {event.text}" if event.text else event.phase)
+        elif event.kind == "run":
+            self.line(event.host, f"run {event.text} (pid {int(event.done)})")
+        elif event.kind == "progress" and event.phase in ("warm-up", "fetch") and event.total:
+            tenth = int(10 * event.done / event.total)
+            key = (event.host, event.phase)
+            if tenth > self.tenth.get(key, -1):
+                self.tenth[key] = tenth
+                if event.phase == "warm-up":
+                    self.line(event.host, f"warm-up: step {int(event.done)}/{int(event.total)}")
+                else:
+                    self.line(event.host, f"fetch: {event.done / 1e6:.1f}/{event.total / 1e6:.1f} MB")
+        elif event.kind == "log" and self.verbose:
+            sys.stderr.write(("  " if not self.several else f"  [{event.host}] ") + event.text + "\n")
+
+
+def run_capture(argv: list[str]) -> int:
+    from .cli import build_parser
+
+    opts, command = split_command(argv)
+    args = build_parser().parse_args(["capture", *opts])
+    from npuscope.capture import session
+
+    spec = None
+    try:
+        spec = spec_from_args(args, command)
+        if args.list:
+            return _print_runs(asyncio.run(session.list_runs(spec)), spec)
+        if args.cancel:
+            print(asyncio.run(session.cancel(spec, args.cancel)), file=sys.stderr)
+            return 0
+        report = StderrReporter(args.verbose, len(spec.all_hosts()) > 1)
+        if args.attach:
+            outcome = asyncio.run(session.attach(spec, args.attach, report))
+        else:
+            outcome = asyncio.run(session.capture(spec, report))
+    except CaptureError as exc:
+        print(f"npuscope capture: {exc}", file=sys.stderr)
+        if exc.log_tail:
+            print("last lines of the job's log:", file=sys.stderr)
+            for line in exc.log_tail:
+                print("  " + line, file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        hint = ""
+        if spec is not None and not (args.list or args.cancel):
+            hint = f"; a job already started goes on: `npuscope capture --host {spec.host} --list`"
+        print(f"npuscope capture: interrupted{hint}", file=sys.stderr)
+        return 130
+    print(outcome.folder)
+    sys.stdout.flush()
+    if args.open:
+        from .cli import main
+
+        return main([str(outcome.folder)])
+    return 0
+
+
+def _print_runs(runs, spec: CaptureSpec) -> int:
+    if not runs:
+        print(f"no runs on {spec.host}", file=sys.stderr)
+        return 0
+    width = max(len(r.id) for r in runs)
+    for r in runs:
+        print(f"{r.id:<{width}}  {r.state:<12} {r.phase or '-':<9} {r.command}")
+    return 0

@@ -1,0 +1,363 @@
+"""`npuscope capture` against a real OpenSSH server on 127.0.0.1 (tests/sshd_server.py).
+
+Real components: the system ssh client, a real sshd with throwaway keys, real Paddle CPU
+trainings (fixtures/paddle_train_tiny.py) run by the real bootstrap, real tar. The one fake is
+the NPU side, which cannot exist here: `fake_npu_python` stands in for a Paddle process on an
+NPU (it writes a raw PROF_* folder) and `fake_msprof` for CANN's msprof (it "exports" a real
+sample). Both are named as fakes and used only in the export tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("paddle")
+
+from npuscope.parsers import open_profile  # noqa: E402
+from sshd_server import HOST, NOKEY, UNKNOWN  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ROOT / "fixtures" / "paddle_train_tiny.py"
+GOLDEN = ROOT / "fixtures" / "samples" / "msprof_golden" / "mindstudio_profiler_output"
+TIMEOUT = 240  # a loaded 2-core machine: generous, never asserted on
+
+FAKE_NPU_PYTHON = f"""#!{sys.executable}
+# FAKE: stands in for a Paddle process on an Ascend NPU (none exists on this machine).
+# Called as `fake_npu_python BOOTSTRAP --device npu ... --out OUT -- SCRIPT`; writes what the NPU
+# plugin would: a raw PROF_* folder (device and host data, not exported), plus the manifest.
+import json, os, sys
+argv = sys.argv[2:]
+out = argv[argv.index("--out") + 1]
+script = argv[argv.index("--") + 1]
+os.makedirs(out, exist_ok=True)
+print('NPUSCOPE ' + json.dumps({{"event": "capture_start", "step": 100}}), flush=True)
+print('NPUSCOPE ' + json.dumps({{"event": "capture_stop", "step": 101}}), flush=True)
+if script != "no-prof":
+    prof = os.path.join(out, "ascend_profiling", "PROF_000001_20261129000000000_FAKE")
+    for sub in ("device_0/data", "host/data"):
+        os.makedirs(os.path.join(prof, sub), exist_ok=True)
+        with open(os.path.join(prof, sub, "raw.data.0"), "wb") as fh:
+            fh.write(b"\\0" * 4096)
+with open(os.path.join(out, "npuscope_capture.json"), "w") as fh:
+    json.dump({{"format": "npuscope-capture/1", "status": "ok", "device": "npu"}}, fh)
+"""
+
+FAKE_MSPROF = f"""#!/bin/sh
+# FAKE: stands in for CANN's msprof (not installable here). `--export=on --output=P` "exports"
+# a real msprof sample into P/mindstudio_profiler_output.
+for a in "$@"; do case "$a" in --output=*) P="${{a#--output=}}";; esac; done
+mkdir -p "$P/mindstudio_profiler_output" && cp {GOLDEN}/* "$P/mindstudio_profiler_output/"
+echo "fake msprof: exported $P"
+"""
+
+FAILING = """import paddle
+print("about to fail", flush=True)
+raise ValueError("boom in the training script")
+"""
+
+ENV_ECHO = """import json, os, sys
+print("ENV=" + json.dumps(os.environ.get("NPUSCOPE_T")), flush=True)
+print("CWD=" + json.dumps(os.getcwd()), flush=True)
+sys.exit(5)
+"""
+
+
+@pytest.fixture
+def remote(tmp_path):
+    return tmp_path / "remote cache"  # a space on purpose: every path is quoted
+
+
+def cli(sshd, remote: Path, out: Path, *args: str, host: str = HOST, timeout: int = TIMEOUT):
+    argv = [sys.executable, "-m", "npuscope", "capture", "--host", host, "--ssh-config", str(sshd.config),
+            "--remote-cache", str(remote), "--out", str(out), *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=out.parent)
+
+
+def tiny(*extra: str) -> list[str]:
+    return ["--", sys.executable, str(TINY), "--steps", "120", "--batch-size", "8", *extra]
+
+
+def run_dirs(remote: Path) -> list[Path]:
+    return sorted((remote / "runs").iterdir()) if (remote / "runs").is_dir() else []
+
+
+def wait_for(predicate, what: str, timeout: float = TIMEOUT):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+# --- a real Paddle CPU capture over SSH ---------------------------------------------------------
+
+def test_capture_window_100_101_over_ssh_opens_with_operator_events(sshd, remote, tmp_path):
+    out = tmp_path / "captures"
+    res = cli(sshd, remote, out, "--device", "cpu", "--start-step", "100", "--steps", "1", *tiny())
+    assert res.returncode == 0, res.stderr
+    folder = Path(res.stdout.strip().splitlines()[-1])
+    assert folder.parent == out and folder.name.startswith(f"{HOST}-")
+    for phase in ("connect:", "upload:", "launch:", "warm-up:", "capture:", "fetch:", "open:"):
+        assert phase in res.stderr, phase
+    traces = list(folder.glob("*.paddle_trace.json"))
+    assert len(traces) == 1
+    manifest = json.loads((folder / "npuscope_capture.json").read_text())
+    assert manifest["status"] == "ok" and manifest["window"]["start"] == 100 and manifest["window"]["stop"] == 101
+    assert "step   80" in (folder / "npuscope_capture.log").read_text()
+    profile = open_profile(folder)
+    assert profile.events is not None and profile.events.height > 0
+    names = set(profile.events["name"].to_list())
+    assert any("matmul" in n.lower() for n in names), sorted(names)[:20]
+    # nothing else was left beside the capture, and the run on the host says it was fetched
+    assert sorted(p.name for p in out.iterdir()) == [folder.name]
+    (run,) = run_dirs(remote)
+    assert (run / "exit").read_text().strip() == "0"
+    assert (run / "fetched").read_text().strip() == str(folder)
+    listed = cli(sshd, remote, out, "--list")
+    assert listed.returncode == 0 and run.name in listed.stdout and "fetched" in listed.stdout
+
+
+def test_client_killed_mid_run_then_reattach_fetches(sshd, remote, tmp_path):
+    out = tmp_path / "captures"
+    out.mkdir()
+    argv = [sys.executable, "-m", "npuscope", "capture", "--host", HOST, "--ssh-config", str(sshd.config),
+            "--remote-cache", str(remote), "--out", str(out), "--device", "cpu",
+            "--start-step", "100", *tiny("--sleep-ms", "40")]
+    client = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              start_new_session=True)
+    try:
+        run = wait_for(lambda: next(iter(run_dirs(remote)), None), "the run folder")
+        pid = int(wait_for(lambda: (run / "pid").is_file() and (run / "pid").read_text().strip(), "the pid"))
+        wait_for(lambda: "step   20" in (run / "log").read_text(), "training to be under way")
+    finally:
+        os.killpg(client.pid, signal.SIGKILL)  # the client and its ssh, as a lost connection
+        client.communicate()
+    assert not (run / "exit").exists(), "the job should still be running"
+    assert group_alive(pid)
+    listed = cli(sshd, remote, out, "--list")
+    assert listed.returncode == 0 and f"{run.name}  running" in listed.stdout, listed.stdout
+    res = cli(sshd, remote, out, "--attach", run.name)
+    assert res.returncode == 0, res.stderr
+    folder = Path(res.stdout.strip().splitlines()[-1])
+    assert list(folder.glob("*.paddle_trace.json"))
+    assert (run / "exit").read_text().strip() == "0"
+    assert open_profile(folder).events.height > 0
+
+
+def test_cancel_stops_the_remote_process_group(sshd, remote, tmp_path):
+    out = tmp_path / "captures"
+    out.mkdir()
+    argv = [sys.executable, "-m", "npuscope", "capture", "--host", HOST, "--ssh-config", str(sshd.config),
+            "--remote-cache", str(remote), "--out", str(out), "--device", "cpu",
+            "--start-step", "100", *tiny("--sleep-ms", "500")]
+    client = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run = wait_for(lambda: next(iter(run_dirs(remote)), None), "the run folder")
+    pid = int(wait_for(lambda: (run / "pid").is_file() and (run / "pid").read_text().strip(), "the pid"))
+    wait_for(lambda: "step    0" in (run / "log").read_text(), "training to start")
+    res = cli(sshd, remote, out, "--cancel", run.name)
+    assert res.returncode == 0 and "cancelled" in res.stderr, res.stderr
+    wait_for(lambda: not group_alive(pid), "the process group to end", timeout=30)
+    stdout, stderr = client.communicate(timeout=TIMEOUT)
+    assert client.returncode == 1
+    assert "the job was stopped" in stderr
+    assert stdout == ""  # no folder printed: nothing fetched
+    assert list(out.iterdir()) == []
+    again = cli(sshd, remote, out, "--cancel", run.name)
+    assert again.returncode == 0 and "not running" in again.stderr
+
+
+# --- errors: one line, the log tail, nothing left behind -----------------------------------------
+
+def test_unknown_host_key_is_refused(sshd, remote, tmp_path):
+    out = tmp_path / "captures"
+    out.mkdir()
+    res = cli(sshd, remote, out, "--device", "cpu", *tiny(), host=UNKNOWN)
+    assert res.returncode == 1
+    assert "host key refused" in res.stderr and "--accept-new-host-key" in res.stderr
+    assert "Traceback" not in res.stderr
+    assert (sshd.folder / "known_hosts_empty").read_text() == ""
+    assert not remote.exists() and list(out.iterdir()) == []
+
+
+def test_accept_new_host_key_records_it_then_checks_it(sshd, remote, tmp_path):
+    config = tmp_path / "ssh_config"
+    known = tmp_path / "known_hosts"
+    known.write_text("")
+    text = sshd.config.read_text().replace(str(sshd.folder / "known_hosts_empty"), str(known))
+    config.write_text(text)
+    out = tmp_path / "captures"
+    out.mkdir()
+    base = [sys.executable, "-m", "npuscope", "capture", "--host", UNKNOWN, "--ssh-config", str(config),
+            "--remote-cache", str(remote), "--list"]
+    refused = subprocess.run(base, capture_output=True, text=True, timeout=TIMEOUT)
+    assert refused.returncode == 1 and "host key refused" in refused.stderr
+    accepted = subprocess.run([*base, "--accept-new-host-key"], capture_output=True, text=True, timeout=TIMEOUT)
+    assert accepted.returncode == 0, accepted.stderr
+    assert "127.0.0.1" in known.read_text()
+    # a changed key is never accepted, even with the flag
+    other = subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "k")], check=True)
+    assert other.returncode == 0
+    host, _ = known.read_text().split(" ", 1)
+    known.write_text(f"{host} {(tmp_path / 'k.pub').read_text().split()[0]} {(tmp_path / 'k.pub').read_text().split()[1]}\n")
+    changed = subprocess.run([*base, "--accept-new-host-key"], capture_output=True, text=True, timeout=TIMEOUT)
+    assert changed.returncode == 1 and "host key refused" in changed.stderr and "CHANGED" in changed.stderr
+
+
+def test_authentication_failure_is_one_line(sshd, remote, tmp_path):
+    out = tmp_path / "captures"
+    out.mkdir()
+    res = cli(sshd, remote, out, "--device", "cpu", *tiny(), host=NOKEY)
+    assert res.returncode == 1
+    assert res.stderr.strip().splitlines()[-1].startswith("npuscope capture: npuscope-nokey: authentication failed")
+    assert list(out.iterdir()) == []
+
+
+def test_failing_training_shows_reason_and_log_tail(sshd, remote, tmp_path):
+    script = tmp_path / "failing.py"
+    script.write_text(FAILING)
+    out = tmp_path / "captures"
+    res = cli(sshd, remote, out, "--device", "cpu", "--", sys.executable, str(script))
+    assert res.returncode == 1
+    assert "training crashed: ValueError: boom in the training script" in res.stderr
+    tail = res.stderr.split("last lines of the job's log:", 1)[1]
+    assert "about to fail" in tail or "Traceback" in tail
+    assert "ValueError: boom in the training script" in tail
+    assert not out.exists() or list(out.iterdir()) == []
+
+
+def test_command_not_found(sshd, remote, tmp_path):
+    out = tmp_path / "captures"
+    out.mkdir()
+    res = cli(sshd, remote, out, "--device", "cpu", "--", "no-such-python3", "train.py")
+    assert res.returncode == 1
+    assert "command not found: no-such-python3" in res.stderr
+    assert list(out.iterdir()) == []
+
+
+def test_npu_on_a_host_without_npu_says_so(sshd, remote, tmp_path):
+    out = tmp_path / "captures"
+    out.mkdir()
+    res = cli(sshd, remote, out, "--device", "npu", *tiny())
+    assert res.returncode == 1
+    assert "no NPU custom device" in res.stderr
+    assert list(out.iterdir()) == []
+
+
+def test_user_text_reaches_the_job_verbatim(sshd, remote, tmp_path):
+    """Workdir, env values and arguments with spaces, quotes and $(...) are never run by a shell."""
+    work = tmp_path / "work dir 'x' $(touch PWNED)"
+    work.mkdir()
+    (work / "echo env.py").write_text(ENV_ECHO)
+    value = "a b'c \"d\" $(touch PWNED) `touch PWNED` ; touch PWNED"
+    out = tmp_path / "captures"
+    out.mkdir()
+    res = cli(sshd, remote, out, "--device", "cpu", "--workdir", str(work), "--env", f"NPUSCOPE_T={value}",
+              "--", sys.executable, "echo env.py")
+    assert res.returncode == 1  # the script exits 5 on purpose
+    assert "ENV=" + json.dumps(value) in res.stderr
+    assert "CWD=" + json.dumps(str(work)) in res.stderr
+    assert not list(tmp_path.rglob("PWNED")) and not list(Path.home().glob("PWNED"))
+
+
+# --- npu export and fetch: fake NPU process and fake msprof (neither can exist here) -------------
+
+@pytest.fixture
+def fakes(tmp_path):
+    folder = tmp_path / "fakes"
+    folder.mkdir()
+    py = folder / "fake_npu_python"
+    py.write_text(FAKE_NPU_PYTHON)
+    msprof = folder / "fake_msprof"
+    msprof.write_text(FAKE_MSPROF)
+    for f in (py, msprof):
+        f.chmod(0o755)
+    return py, msprof
+
+
+def test_npu_run_is_exported_with_msprof_and_only_exported_files_are_fetched(sshd, remote, tmp_path, fakes):
+    py, msprof = fakes
+    out = tmp_path / "captures"
+    res = cli(sshd, remote, out, "--device", "npu", "--msprof", str(msprof), "--", str(py), "train.py")
+    assert res.returncode == 0, res.stderr
+    assert "export: msprof --export=on" in res.stderr
+    folder = Path(res.stdout.strip().splitlines()[-1])
+    files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+    prof = "ascend_profiling/PROF_000001_20261129000000000_FAKE"
+    assert f"{prof}/mindstudio_profiler_output/op_summary_20240605100000.csv" in files
+    assert not [f for f in files if "/data/" in f], files  # raw data never travels
+    (run,) = run_dirs(remote)
+    assert (run / "out" / prof / "device_0" / "data" / "raw.data.0").exists()
+    profile = open_profile(folder)
+    assert profile.tasks.height > 0
+
+
+def test_msprof_missing_and_no_prof_folder(sshd, remote, tmp_path, fakes):
+    py, msprof = fakes
+    out = tmp_path / "captures"
+    out.mkdir()
+    missing = cli(sshd, remote, out, "--device", "npu", "--msprof", str(tmp_path / "nowhere" / "msprof"),
+                  "--", str(py), "train.py")
+    assert missing.returncode == 1 and "msprof not found" in missing.stderr
+    none = cli(sshd, remote, out, "--device", "npu", "--msprof", str(msprof), "--", str(py), "no-prof")
+    assert none.returncode == 1 and "no PROF folder produced" in none.stderr
+    assert list(out.iterdir()) == []
+
+
+def test_bad_arguments_exit_2_without_connecting(sshd, remote, tmp_path):
+    out = tmp_path / "captures"
+    out.mkdir()
+    for args in (["--env", "1BAD=x", *tiny()], ["--steps", "0", *tiny()], [], ["--", sys.executable]):
+        res = cli(sshd, remote, out, *args)
+        assert res.returncode == 2, (args, res.stderr)
+        assert res.stderr.strip() and "Traceback" not in res.stderr
+    assert not remote.exists() and list(out.iterdir()) == []
+
+
+def test_two_hosts_fetch_into_one_capture(sshd, remote, tmp_path):
+    """--hosts: one run per host (here the same server twice, under two aliases' config)."""
+    out = tmp_path / "captures"
+    res = cli(sshd, remote, out, "--device", "cpu", *tiny(), host=HOST)
+    assert res.returncode == 0
+    both = subprocess.run(
+        [sys.executable, "-m", "npuscope", "capture", "--hosts", f"{HOST},local", "--ssh-config", str(sshd.config),
+         "--remote-cache", str(remote), "--out", str(out), "--device", "cpu", *tiny()],
+        capture_output=True, text=True, timeout=TIMEOUT)
+    assert both.returncode == 0, both.stderr
+    folder = Path(both.stdout.strip().splitlines()[-1])
+    assert folder.name.startswith(f"{HOST}+1-")
+    assert sorted(p.name for p in folder.iterdir()) == sorted([HOST, "local"])
+    profile = open_profile(folder)
+    assert len(profile.cards) == 2
+    assert len(list(out.iterdir())) == 2  # the earlier capture is still there
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_jobs(remote):
+    yield
+    for run in run_dirs(remote):
+        pid = run / "pid"
+        if pid.is_file() and not (run / "exit").exists():
+            try:
+                os.killpg(int(pid.read_text()), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
+    shutil.rmtree(remote, ignore_errors=True)
