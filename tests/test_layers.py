@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 
@@ -11,26 +10,21 @@ import pytest
 import pkgutil
 
 import npuscope.analysis
+import npuscope.capture
 import npuscope.parsers
 
 # Every module of the headless layers, and the commands that run without the explorer.
 HEADLESS = [
     *(m.name for m in pkgutil.iter_modules(npuscope.parsers.__path__, "npuscope.parsers.")),
     *(m.name for m in pkgutil.iter_modules(npuscope.analysis.__path__, "npuscope.analysis.")),
+    *(m.name for m in pkgutil.iter_modules(npuscope.capture.__path__, "npuscope.capture.")),
     "npuscope.cli", "npuscope.inspect_cmd", "npuscope.report_cmd", "npuscope.compare_cmd",
+    "npuscope.capture_cmd",
     "npuscope.fixtures.generate",
 ]
-OPTIONAL = ["npuscope.capture"]
 
 
-def _present(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except ModuleNotFoundError:
-        return False
-
-
-@pytest.mark.parametrize("module", HEADLESS + [m for m in OPTIONAL if _present(m)])
+@pytest.mark.parametrize("module", HEADLESS)
 def test_headless_module_imports_no_ui(module):
     code = (
         "import importlib, sys\n"
