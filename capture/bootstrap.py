@@ -76,7 +76,7 @@ def parse_args(argv):
     parser = argparse.ArgumentParser(
         prog="bootstrap.py",
         usage="%(prog)s --device cpu|npu|gpu [--start-step N] [--steps N] --out DIR "
-        "[--jit-compile on|off] [--keep-running] -- SCRIPT [ARGS...]",
+        "[--jit-compile on|off] [--keep-running] -- SCRIPT|-m MODULE [ARGS...]",
         description="Run a Paddle training script unchanged and profile a window of training steps.",
     )
     parser.add_argument("--device", choices=("cpu", "npu", "gpu"), required=True)
@@ -90,7 +90,13 @@ def parse_args(argv):
         parser.error("missing '-- SCRIPT [ARGS...]'")
     if args.start_step < 0 or args.steps < 1:
         parser.error("--start-step must be >= 0 and --steps >= 1")
-    args.script, args.script_args = rest[0], rest[1:]
+    args.module = None
+    if rest[0] == "-m":
+        if len(rest) < 2:
+            parser.error("-m needs a module name")
+        args.module, args.script, args.script_args = rest[1], None, rest[2:]
+    else:
+        args.script, args.script_args = rest[0], rest[1:]
     return args
 
 
@@ -108,6 +114,7 @@ class Capture:
         self.loader = None
         self.prof = None
         self.state = "waiting"  # waiting | recording | done
+        self.finished = False
         self.files = []
         self.last_step_event = 0.0
         self.manifest = {
@@ -122,7 +129,8 @@ class Capture:
             "steps_seen": 0,
             "files": [],
             "out": self.out,
-            "script": os.path.abspath(args.script),
+            "script": os.path.abspath(args.script) if args.script else None,
+            "module": getattr(args, "module", None),
             "script_args": list(args.script_args),
             "jit_compile": args.jit_compile,
             "keep_running": bool(args.keep_running),
@@ -318,6 +326,7 @@ class Capture:
         os.replace(tmp, path)
 
     def finish(self, status, code, message=None, hard=False):
+        self.finished = True
         m = self.manifest
         m.update(status=status, exit=code, message=message, steps_seen=self.count)
         m["files"] = list(self.files)
@@ -348,16 +357,27 @@ def device_problem(device, paddle):
     return None
 
 
+LAUNCHERS = ("paddle.distributed.launch", "paddle.distributed.fleet.launch")
+WORKER_ENV = "NPUSCOPE_WORKER"
+SITECUSTOMIZE = """# Written by the npuscope capture bootstrap: profiles each worker of a distributed launch.
+import os
+if os.environ.get("NPUSCOPE_WORKER") and os.environ.get("PADDLE_TRAINER_ID") is not None:
+    import npuscope_bootstrap
+    npuscope_bootstrap.start_worker()
+"""
+
+
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
+    launcher = args.module in LAUNCHERS
     if args.jit_compile:
         os.environ["FLAGS_npu_jit_compile"] = "true" if args.jit_compile == "on" else "false"
-    if args.device == "npu":  # where the NPU plugin writes its raw PROF_* data
+    if args.device == "npu" and not launcher:  # where the NPU plugin writes its raw PROF_* data
         os.environ.setdefault("FLAGS_npu_profiling_dir", os.path.join(out, "ascend_profiling"))
     emit("started", pid=os.getpid(), device=args.device, start_step=args.start_step,
-         steps=args.steps, out=out, script=args.script)
+         steps=args.steps, out=out, script=args.script or "-m " + args.module)
 
     import paddle
 
@@ -371,40 +391,122 @@ def main(argv=None):
             paddle.set_flags({"FLAGS_npu_jit_compile": args.jit_compile == "on"})
         except Exception:
             pass  # unknown flag on CPU/GPU builds
+    if launcher:
+        return launch_workers(args, cap)
     cap.install()
     if args.start_step == 0:
         cap.begin()
-
+    if args.module:
+        sys.argv = [args.module, *args.script_args]
+        sys.path[0] = os.getcwd()  # as `python -m MODULE` would
+        return conclude(cap, run_main(lambda: runpy.run_module(args.module, run_name="__main__", alter_sys=True)))
     script = os.path.abspath(args.script)
     sys.argv = [args.script, *args.script_args]
     sys.path[0] = os.path.dirname(script)  # as `python SCRIPT` would
-    failure = None
+    return conclude(cap, run_main(lambda: runpy.run_path(script, run_name="__main__")))
+
+
+def run_main(run):
+    """Run the user's entry point; None, or one line saying how it failed."""
     try:
-        runpy.run_path(script, run_name="__main__")
+        run()
     except SystemExit as exc:
         if exc.code not in (None, 0):
-            failure = f"the script exited with {exc.code!r}"
+            return f"the script exited with {exc.code!r}"
     except BaseException as exc:  # noqa: BLE001 - report anything, including KeyboardInterrupt
         traceback.print_exc()
-        failure = one_line(f"{type(exc).__name__}: {exc}") or type(exc).__name__
+        return one_line(f"{type(exc).__name__}: {exc}") or type(exc).__name__
+    return None
 
+
+def conclude(cap, failure, hard=False):
     if cap.state == "recording":  # training ended inside the window, or failed there
         try:
             cap.end()
         except Exception as exc:  # noqa: BLE001
             failure = failure or f"profiler export failed: {one_line(exc)}"
     if failure:
-        return cap.finish("failed", EXIT_FAILED, failure)
+        return cap.finish("failed", EXIT_FAILED, failure, hard=hard)
     if cap.state == "done":
         short = cap.manifest["window"]["stop"] < cap.stop_at
         return cap.finish("partial" if short else "ok", EXIT_OK,
-                          f"training ended at step {cap.count}, inside the window" if short else None)
+                          f"training ended at step {cap.count}, inside the window" if short else None,
+                          hard=hard)
     return cap.finish(
         "no_capture",
         EXIT_NO_WINDOW,
         f"training ended after {cap.count} steps, before the capture window (start step {cap.start})",
+        hard=hard,
     )
 
 
+# --- distributed launch: every worker profiles itself into OUT/rank_N ---------------------------
+def launch_workers(args, cap):
+    """Run the launcher with a sitecustomize hook that starts a Capture in each worker."""
+    import shutil
+
+    hook = os.path.join(cap.out, ".npuscope_hook")
+    os.makedirs(hook, exist_ok=True)
+    shutil.copyfile(os.path.abspath(__file__), os.path.join(hook, "npuscope_bootstrap.py"))
+    with open(os.path.join(hook, "sitecustomize.py"), "w") as fh:
+        fh.write(SITECUSTOMIZE)
+    os.environ[WORKER_ENV] = json.dumps({
+        "device": args.device, "start_step": args.start_step, "steps": args.steps, "out": cap.out,
+        "jit_compile": args.jit_compile, "keep_running": bool(args.keep_running),
+    })
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = hook + (os.pathsep + old if old else "")
+    emit("launcher", module=args.module)
+    sys.argv = [args.module, *args.script_args]
+    sys.path[0] = os.getcwd()
+    failure = run_main(lambda: runpy.run_module(args.module, run_name="__main__", alter_sys=True))
+    ranks = {}
+    for name in sorted(os.listdir(cap.out)):
+        path = os.path.join(cap.out, name, MANIFEST)
+        if name.startswith("rank_") and os.path.isfile(path):
+            try:
+                with open(path) as fh:
+                    ranks[name[len("rank_"):]] = json.load(fh)
+            except ValueError:
+                continue
+    m = cap.manifest
+    m["ranks"] = {r: {k: v.get(k) for k in ("status", "exit", "message", "window", "steps_seen")}
+                  for r, v in ranks.items()}
+    cap.files = [f"rank_{r}/{f}" for r, v in ranks.items() for f in v.get("files", [])]
+    captured = [v for v in ranks.values() if v.get("status") in ("ok", "partial", "captured")]
+    if captured:
+        m["window"] = captured[0].get("window")
+        cap.count = max(v.get("steps_seen") or 0 for v in ranks.values())
+    failed = [f"rank {r}: {v.get('message')}" for r, v in ranks.items() if v.get("status") == "failed"]
+    if failure or failed:
+        return cap.finish("failed", EXIT_FAILED, "; ".join([*failed, *([failure] if failure else [])]))
+    if not captured:
+        why = next((v.get("message") for v in ranks.values() if v.get("message")), None)
+        return cap.finish("no_capture", EXIT_NO_WINDOW, why or "no worker reached the capture window")
+    return cap.finish("ok", EXIT_OK, f"{len(captured)} of {len(ranks)} ranks captured")
+
+
+def start_worker():
+    """Called from the sitecustomize hook at a worker's start: profile this rank."""
+    import atexit
+
+    spec = json.loads(os.environ.pop(WORKER_ENV))  # not inherited by this worker's own children
+    rank = os.environ.get("PADDLE_TRAINER_ID", "0")
+    argv = list(getattr(sys, "argv", []) or ["?"])
+    args = argparse.Namespace(
+        device=spec["device"], start_step=spec["start_step"], steps=spec["steps"],
+        out=os.path.join(spec["out"], f"rank_{rank}"), jit_compile=spec["jit_compile"],
+        keep_running=spec["keep_running"], module=None, script=argv[0] or "?", script_args=argv[1:],
+    )
+    os.makedirs(args.out, exist_ok=True)
+    if args.device == "npu":
+        os.environ["FLAGS_npu_profiling_dir"] = os.path.join(os.path.abspath(args.out), "ascend_profiling")
+    import paddle
+
+    cap = Capture(args, paddle)
+    cap.install()
+    if args.start_step == 0:
+        cap.begin()
+    atexit.register(lambda: cap.finished or conclude(cap, None))
 if __name__ == "__main__":
     sys.exit(main())

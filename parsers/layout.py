@@ -210,7 +210,16 @@ def _torch_capture(pt_dirs: list[Path], root: Path) -> Capture | None:
 
 
 def _paddle_capture(traces: list[Path], root: Path) -> Capture:
-    sources = tuple(Source(str(i), timeline=(t,)) for i, t in enumerate(sorted(traces)))
+    traces = sorted(traces)
+    base = root if root.is_dir() else root.parent
+    folders = [t.parent.relative_to(base).as_posix() if t.parent.is_relative_to(base) else "" for t in traces]
+    folders = ["" if f == "." else f for f in folders]
+    if len(set(folders)) == len(traces) and all(folders):
+        # One trace per folder (`npuscope capture`: host/rank_N): name cards by where they ran.
+        cards = [f.replace("rank_", "") for f in folders]
+    else:
+        cards = [str(i) for i in range(len(traces))]
+    sources = tuple(Source(c, timeline=(t,)) for c, t in zip(cards, traces))
     stamp = max(t.name for t in traces)
     return Capture(root.name, root, "paddle", sources, stamp)
 

@@ -48,6 +48,11 @@ RUNS = {
     "too_late": ["--device", "cpu", "--start-step", "500", "--", str(TINY), "--steps", "120", "--batch-size", "8"],
     "npu": ["--device", "npu", "--start-step", "100", "--", str(TINY), "--steps", "120"],
     "failing": ["--device", "cpu", "--start-step", "100", "--", "FAILING"],
+    # `python -m paddle.distributed.launch`: every worker profiles itself into OUT/rank_N
+    "launch": ["--device", "cpu", "--start-step", "100", "--", "-m", "paddle.distributed.launch",
+               "--nproc_per_node", "2", str(TINY), "--steps", "120", "--batch-size", "8"],
+    "module": ["--device", "cpu", "--start-step", "100", "--", "-m", "tiny_module", "--steps", "120",
+               "--batch-size", "8"],
 }
 
 
@@ -77,6 +82,7 @@ def runs(tmp_path_factory):
     base = tmp_path_factory.mktemp("bootstrap")
     failing = base / "failing_train.py"
     failing.write_text(FAILING)
+    (base / "tiny_module.py").write_text(TINY.read_text())  # importable from the working folder
     procs = {}
     for name, args in RUNS.items():
         out = base / name
@@ -185,3 +191,25 @@ def test_failing_script(runs):
     assert "Traceback" in r.stderr and "second line" in r.stderr
     assert r.manifest["status"] == "failed" and r.manifest["exit"] == 1
     assert r.manifest["steps_seen"] == 3  # GradScaler.step -> SGD.step counted once per step
+
+
+def test_distributed_launch_profiles_every_rank(runs):
+    r = runs["launch"]
+    assert r.code == 0, r.stderr[-3000:]
+    m = r.manifest
+    assert m["status"] == "ok" and m["module"] == "paddle.distributed.launch"
+    assert sorted(m["ranks"]) == ["0", "1"]
+    for rank in ("0", "1"):
+        assert m["ranks"][rank]["status"] == "ok"
+        assert m["ranks"][rank]["window"]["start"] == 100 and m["ranks"][rank]["window"]["stop"] == 101
+        (trace,) = (r.out / f"rank_{rank}").glob("*.paddle_trace.json")
+        assert f"rank_{rank}/{trace.name}" in m["files"]
+    profile = open_profile(r.out)
+    assert profile.cards == ("0", "1") and profile.events.height > 0  # cards named by rank folder
+
+
+def test_module_entry_point_is_run_like_python_dash_m(runs):
+    r = runs["module"]
+    assert r.code == 0, r.stderr[-3000:]
+    assert r.manifest["status"] == "ok" and r.manifest["module"] == "tiny_module"
+    assert len(r.traces()) == 1

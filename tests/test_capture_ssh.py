@@ -332,21 +332,28 @@ def test_bad_arguments_exit_2_without_connecting(sshd, remote, tmp_path):
     assert not remote.exists() and list(out.iterdir()) == []
 
 
-def test_two_hosts_fetch_into_one_capture(sshd, remote, tmp_path):
-    """--hosts: one run per host (here the same server twice, under two aliases' config)."""
+def test_two_hosts_with_distributed_launch_capture_every_rank(sshd, remote, tmp_path):
+    """--hosts: one run per host (the sshd host and `local`, both this machine), each a
+    `python -m paddle.distributed.launch` of two workers: four ranks in one capture."""
     out = tmp_path / "captures"
     res = cli(sshd, remote, out, "--device", "cpu", *tiny(), host=HOST)
     assert res.returncode == 0
+    workdir = tmp_path / "work"  # the launcher writes its log/ folder here
+    workdir.mkdir()
     both = subprocess.run(
         [sys.executable, "-m", "npuscope", "capture", "--hosts", f"{HOST},local", "--ssh-config", str(sshd.config),
-         "--remote-cache", str(remote), "--out", str(out), "--device", "cpu", *tiny()],
+         "--remote-cache", str(remote), "--out", str(out), "--device", "cpu", "--workdir", str(workdir),
+         "--", sys.executable, "-m", "paddle.distributed.launch", "--nproc_per_node", "2",
+         str(TINY), "--steps", "120", "--batch-size", "8"],
         capture_output=True, text=True, timeout=TIMEOUT)
     assert both.returncode == 0, both.stderr
     folder = Path(both.stdout.strip().splitlines()[-1])
     assert folder.name.startswith(f"{HOST}+1-")
     assert sorted(p.name for p in folder.iterdir()) == sorted([HOST, "local"])
+    for host in (HOST, "local"):
+        assert sorted(p.parent.name for p in (folder / host).glob("rank_*/*.paddle_trace.json")) == ["rank_0", "rank_1"]
     profile = open_profile(folder)
-    assert len(profile.cards) == 2
+    assert sorted(profile.cards) == sorted(f"{h}/{r}" for h in (HOST, "local") for r in "01")
     assert len(list(out.iterdir())) == 2  # the earlier capture is still there
 
 
