@@ -368,3 +368,21 @@ def _no_leftover_jobs(remote):
             except (ProcessLookupError, ValueError):
                 pass
     shutil.rmtree(remote, ignore_errors=True)
+
+
+def test_keep_running_fetches_after_the_window_while_training_goes_on(sshd, remote, tmp_path):
+    out = tmp_path / "captures"
+    res = cli(sshd, remote, out, "--device", "cpu", "--start-step", "20", "--keep-running",
+              "--", sys.executable, str(TINY), "--steps", "4000", "--batch-size", "8", "--sleep-ms", "50")
+    assert res.returncode == 0, res.stderr
+    folder = Path(res.stdout.strip().splitlines()[-1])
+    manifest = json.loads((folder / "npuscope_capture.json").read_text())
+    assert manifest["status"] == "captured" and manifest["window"]["start"] == 20
+    assert len(list(folder.glob("*.paddle_trace.json"))) == 1
+    (run,) = run_dirs(remote)
+    pid = int((run / "pid").read_text())
+    assert group_alive(pid), "training should still be running after the capture"
+    assert "done:" not in (run / "log").read_text()
+    cancelled = cli(sshd, remote, out, "--cancel", run.name)
+    assert cancelled.returncode == 0 and "cancelled" in cancelled.stderr, cancelled.stderr
+    wait_for(lambda: not group_alive(pid), "the training to stop", timeout=30)
