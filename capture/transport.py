@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shlex
+import signal
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
@@ -73,6 +74,7 @@ class Transport:
 
     host: str
     cwd: str | None = None  # where the process starts (ssh starts in the remote login folder)
+    own_group = False  # local scripts get a process group, so a stop reaches their children
 
     def argv(self, script: str) -> list[str]:
         raise NotImplementedError
@@ -90,6 +92,7 @@ class Transport:
                 stderr=asyncio.subprocess.PIPE,
                 limit=LINE_LIMIT,
                 cwd=self.cwd,
+                start_new_session=self.own_group,
             )
         except FileNotFoundError:
             raise CaptureError(f"{argv[0]}: not found; install the OpenSSH client") from None
@@ -100,7 +103,7 @@ class Transport:
         try:
             out, err = await proc.communicate(stdin)
         except asyncio.CancelledError:
-            _kill(proc)
+            await _stop(proc, self.own_group)
             raise
         result = Result(proc.returncode, out, err)
         if check:
@@ -124,7 +127,7 @@ class Transport:
             err = await err_task
         finally:
             if proc.returncode is None:
-                _kill(proc)
+                await _stop(proc, self.own_group)
             if not err_task.done():
                 err_task.cancel()
         result = Result(code, b"", err)
@@ -150,7 +153,7 @@ class Transport:
             err = await err_task
         finally:
             if proc.returncode is None:
-                _kill(proc)
+                await _stop(proc, self.own_group)
             if not err_task.done():
                 err_task.cancel()
         lines = Result(code, b"", err).stderr_lines()
@@ -160,10 +163,18 @@ class Transport:
                                f"{lines[-1] if lines else f'exit {code}'}", tuple(lines[-5:]))
 
 
-def _kill(proc: asyncio.subprocess.Process) -> None:
+async def _stop(proc: asyncio.subprocess.Process, group: bool) -> None:
+    """Kill a process we no longer wait for (and its group for local scripts), then reap it."""
     try:
-        proc.kill()
+        if group:
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:
+            proc.kill()
     except ProcessLookupError:
+        pass
+    try:
+        await asyncio.shield(proc.wait())
+    except asyncio.CancelledError:
         pass
 
 
@@ -195,6 +206,7 @@ class LocalTransport(Transport):
     """`local`: the same scripts on this machine, without SSH."""
 
     host = LOCAL_HOST
+    own_group = True
 
     def __init__(self):
         self.cwd = os.path.expanduser("~")  # like an ssh login

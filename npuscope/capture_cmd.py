@@ -150,6 +150,7 @@ class StderrReporter:
         self.several = several
         self.t0 = time.monotonic()
         self.tenth: dict[tuple[str, str], int] = {}
+        self.runs: dict[str, str] = {}  # host -> run id, once launched
 
     def line(self, host: str, text: str) -> None:
         prefix = f"[{host}] " if self.several else ""
@@ -160,6 +161,7 @@ class StderrReporter:
         if event.kind == "phase":
             self.line(event.host, f"{event.phase}: {event.text}" if event.text else event.phase)
         elif event.kind == "run":
+            self.runs[event.host] = event.text
             self.line(event.host, f"run {event.text} (pid {int(event.done)})")
         elif event.kind == "progress" and event.phase in ("warm-up", "fetch") and event.total:
             tenth = int(10 * event.done / event.total)
@@ -181,7 +183,7 @@ def run_capture(argv: list[str]) -> int:
     args = build_parser().parse_args(["capture", *opts])
     from npuscope.capture import session
 
-    spec = None
+    spec = report = None
     try:
         spec = spec_from_args(args, command)
         if args.list:
@@ -203,8 +205,11 @@ def run_capture(argv: list[str]) -> int:
         return exc.code
     except KeyboardInterrupt:
         hint = ""
-        if spec is not None and not (args.list or args.cancel):
-            hint = f"; a job already started goes on: `npuscope capture --host {spec.host} --list`"
+        if report is not None and report.runs:
+            hint = "; the job goes on: reattach with " + ", ".join(
+                f"`npuscope capture --host {h} --attach {r}`" for h, r in report.runs.items())
+        elif args.attach:
+            hint = "; the job goes on"
         print(f"npuscope capture: interrupted{hint}", file=sys.stderr)
         return 130
     print(outcome.folder)

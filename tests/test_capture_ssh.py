@@ -386,3 +386,22 @@ def test_keep_running_fetches_after_the_window_while_training_goes_on(sshd, remo
     cancelled = cli(sshd, remote, out, "--cancel", run.name)
     assert cancelled.returncode == 0 and "cancelled" in cancelled.stderr, cancelled.stderr
     wait_for(lambda: not group_alive(pid), "the training to stop", timeout=30)
+
+
+def test_ctrl_c_detaches_and_says_how_to_reattach(sshd, remote, tmp_path):
+    out = tmp_path / "captures"
+    out.mkdir()
+    argv = [sys.executable, "-m", "npuscope", "capture", "--host", HOST, "--ssh-config", str(sshd.config),
+            "--remote-cache", str(remote), "--out", str(out), "--device", "cpu",
+            "--start-step", "100", *tiny("--sleep-ms", "500")]
+    client = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run = wait_for(lambda: next(iter(run_dirs(remote)), None), "the run folder")
+    pid = int(wait_for(lambda: (run / "pid").is_file() and (run / "pid").read_text().strip(), "the pid"))
+    wait_for(lambda: "step    0" in (run / "log").read_text(), "training to start")
+    client.send_signal(signal.SIGINT)
+    stdout, stderr = client.communicate(timeout=TIMEOUT)
+    assert client.returncode == 130 and stdout == ""
+    assert f"--attach {run.name}`" in stderr.strip().splitlines()[-1] and "Traceback" not in stderr
+    assert group_alive(pid) and not (run / "exit").exists()
+    assert list(out.iterdir()) == []
+    assert cli(sshd, remote, out, "--cancel", run.name).returncode == 0
