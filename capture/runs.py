@@ -168,7 +168,11 @@ def follow_script(run_dir: str) -> str:
     return f"""cd {q(run_dir)} 2>/dev/null || {{ echo {MARK_NO_RUN}; exit 0; }}
 i=0; while [ ! -s pid ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
 touch log
-if [ -f exit ]; then cat log; else tail -n +1 -f --pid="$(cat pid)" log; fi
+if [ -f exit ]; then cat log
+elif ! tail -n +1 -f --pid="$(cat pid)" log 2>/dev/null; then
+  # a tail without --pid (busybox): no live log, all of it at the end
+  while [ ! -f exit ] && kill -0 -"$(cat pid)" 2>/dev/null; do sleep 1; done; cat log
+fi
 echo "{MARK_EXIT} $(cat exit 2>/dev/null)"
 """
 

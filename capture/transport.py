@@ -12,6 +12,7 @@ user's `~/.ssh/config` (or `-F FILE`), so ProxyJump, agents and ControlMaster wo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shlex
 import signal
@@ -110,11 +111,30 @@ class Transport:
             self._check(result.code, result.stderr_lines())
         return result
 
-    async def lines(self, script: str, on_exit: Callable[[Result], None] | None = None) -> AsyncIterator[str]:
-        """Yield the script's stdout lines as they come; the transport is checked at the end."""
-        proc = await self._spawn(script, False)
+    @contextlib.asynccontextmanager
+    async def _streaming(self, script: str, stdin: bytes | None = None):
+        """A running script whose stdout the caller reads; stderr is collected; always reaped.
+
+        After the block, ``done["result"]`` holds the exit code and stderr."""
+        proc = await self._spawn(script, stdin is not None)
         err_task = asyncio.ensure_future(proc.stderr.read())
+        if stdin is not None:
+            proc.stdin.write(stdin)
+            proc.stdin.close()
+        done: dict[str, Result] = {}
         try:
+            yield proc, done
+            code = await proc.wait()
+            done["result"] = Result(code, b"", await err_task)
+        finally:
+            if proc.returncode is None:
+                await _stop(proc, self.own_group)
+            if not err_task.done():
+                err_task.cancel()
+
+    async def lines(self, script: str) -> AsyncIterator[str]:
+        """Yield the script's stdout lines as they come; the transport is checked at the end."""
+        async with self._streaming(script) as (proc, done):
             while True:
                 try:
                     raw = await proc.stdout.readline()
@@ -123,40 +143,19 @@ class Transport:
                 if not raw:
                     break
                 yield raw.decode("utf-8", "replace").rstrip("\r\n")
-            code = await proc.wait()
-            err = await err_task
-        finally:
-            if proc.returncode is None:
-                await _stop(proc, self.own_group)
-            if not err_task.done():
-                err_task.cancel()
-        result = Result(code, b"", err)
-        self._check(code, result.stderr_lines())
-        if on_exit is not None:
-            on_exit(result)
-
+        result = done["result"]
+        self._check(result.code, result.stderr_lines())
 
     async def download(self, script: str, stdin: bytes, dest, on_bytes: Callable[[int], None]) -> None:
         """Run `script` with `stdin`, writing its stdout to the file `dest` as it comes."""
-        proc = await self._spawn(script, True)
-        err_task = asyncio.ensure_future(proc.stderr.read())
-        proc.stdin.write(stdin)
-        proc.stdin.close()
         total = 0
-        try:
+        async with self._streaming(script, stdin) as (proc, done):
             with open(dest, "wb") as fh:
                 while chunk := await proc.stdout.read(1 << 20):
                     fh.write(chunk)
                     total += len(chunk)
                     on_bytes(total)
-            code = await proc.wait()
-            err = await err_task
-        finally:
-            if proc.returncode is None:
-                await _stop(proc, self.own_group)
-            if not err_task.done():
-                err_task.cancel()
-        lines = Result(code, b"", err).stderr_lines()
+        code, lines = done["result"].code, done["result"].stderr_lines()
         self._check(code, lines)
         if code != 0:
             raise CaptureError(f"{self.host}: fetching the results failed: "

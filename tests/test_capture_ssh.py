@@ -76,10 +76,31 @@ def remote(tmp_path):
     return tmp_path / "remote cache"  # a space on purpose: every path is quoted
 
 
-def cli(sshd, remote: Path, out: Path, *args: str, host: str = HOST, timeout: int = TIMEOUT):
-    argv = [sys.executable, "-m", "npuscope", "capture", "--host", host, "--ssh-config", str(sshd.config),
+def cli_argv(sshd, remote: Path, out: Path, *args: str, host: str | None = HOST) -> list[str]:
+    where = ["--host", host] if host else []
+    return [sys.executable, "-m", "npuscope", "capture", *where, "--ssh-config", str(sshd.config),
             "--remote-cache", str(remote), "--out", str(out), *args]
+
+
+def cli(sshd, remote: Path, out: Path, *args: str, host: str = HOST, timeout: int = TIMEOUT):
+    argv = cli_argv(sshd, remote, out, *args, host=host)
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=out.parent)
+
+
+def start_client(sshd, remote: Path, out: Path, sleep_ms: int, started: str, **popen):
+    """A capture client left running in the background; returns it with the run and its pid
+    once the job's log shows `started`."""
+    argv = cli_argv(sshd, remote, out, "--device", "cpu", "--start-step", "100", *tiny("--sleep-ms", str(sleep_ms)))
+    client = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+    try:
+        run = wait_for(lambda: next(iter(run_dirs(remote)), None), "the run folder")
+        pid = int(wait_for(lambda: (run / "pid").is_file() and (run / "pid").read_text().strip(), "the pid"))
+        wait_for(lambda: started in (run / "log").read_text(), f"{started!r} in the log")
+    except BaseException:
+        client.kill()
+        client.communicate()
+        raise
+    return client, run, pid
 
 
 def tiny(*extra: str) -> list[str]:
@@ -139,18 +160,9 @@ def test_capture_window_100_101_over_ssh_opens_with_operator_events(sshd, remote
 def test_client_killed_mid_run_then_reattach_fetches(sshd, remote, tmp_path):
     out = tmp_path / "captures"
     out.mkdir()
-    argv = [sys.executable, "-m", "npuscope", "capture", "--host", HOST, "--ssh-config", str(sshd.config),
-            "--remote-cache", str(remote), "--out", str(out), "--device", "cpu",
-            "--start-step", "100", *tiny("--sleep-ms", "40")]
-    client = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              start_new_session=True)
-    try:
-        run = wait_for(lambda: next(iter(run_dirs(remote)), None), "the run folder")
-        pid = int(wait_for(lambda: (run / "pid").is_file() and (run / "pid").read_text().strip(), "the pid"))
-        wait_for(lambda: "step   20" in (run / "log").read_text(), "training to be under way")
-    finally:
-        os.killpg(client.pid, signal.SIGKILL)  # the client and its ssh, as a lost connection
-        client.communicate()
+    client, run, pid = start_client(sshd, remote, out, 40, "step   20", start_new_session=True)
+    os.killpg(client.pid, signal.SIGKILL)  # the client and its ssh, as a lost connection
+    client.communicate()
     assert not (run / "exit").exists(), "the job should still be running"
     assert group_alive(pid)
     listed = cli(sshd, remote, out, "--list")
@@ -166,13 +178,7 @@ def test_client_killed_mid_run_then_reattach_fetches(sshd, remote, tmp_path):
 def test_cancel_stops_the_remote_process_group(sshd, remote, tmp_path):
     out = tmp_path / "captures"
     out.mkdir()
-    argv = [sys.executable, "-m", "npuscope", "capture", "--host", HOST, "--ssh-config", str(sshd.config),
-            "--remote-cache", str(remote), "--out", str(out), "--device", "cpu",
-            "--start-step", "100", *tiny("--sleep-ms", "500")]
-    client = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    run = wait_for(lambda: next(iter(run_dirs(remote)), None), "the run folder")
-    pid = int(wait_for(lambda: (run / "pid").is_file() and (run / "pid").read_text().strip(), "the pid"))
-    wait_for(lambda: "step    0" in (run / "log").read_text(), "training to start")
+    client, run, pid = start_client(sshd, remote, out, 500, "step    0")
     res = cli(sshd, remote, out, "--cancel", run.name)
     assert res.returncode == 0 and "cancelled" in res.stderr, res.stderr
     wait_for(lambda: not group_alive(pid), "the process group to end", timeout=30)
@@ -341,9 +347,8 @@ def test_two_hosts_with_distributed_launch_capture_every_rank(sshd, remote, tmp_
     workdir = tmp_path / "work"  # the launcher writes its log/ folder here
     workdir.mkdir()
     both = subprocess.run(
-        [sys.executable, "-m", "npuscope", "capture", "--hosts", f"{HOST},local", "--ssh-config", str(sshd.config),
-         "--remote-cache", str(remote), "--out", str(out), "--device", "cpu", "--workdir", str(workdir),
-         "--", sys.executable, "-m", "paddle.distributed.launch", "--nproc_per_node", "2",
+        [*cli_argv(sshd, remote, out, "--device", "cpu", "--workdir", str(workdir), host=None),
+         "--hosts", f"{HOST},local", "--", sys.executable, "-m", "paddle.distributed.launch", "--nproc_per_node", "2",
          str(TINY), "--steps", "120", "--batch-size", "8"],
         capture_output=True, text=True, timeout=TIMEOUT)
     assert both.returncode == 0, both.stderr
@@ -391,13 +396,7 @@ def test_keep_running_fetches_after_the_window_while_training_goes_on(sshd, remo
 def test_ctrl_c_detaches_and_says_how_to_reattach(sshd, remote, tmp_path):
     out = tmp_path / "captures"
     out.mkdir()
-    argv = [sys.executable, "-m", "npuscope", "capture", "--host", HOST, "--ssh-config", str(sshd.config),
-            "--remote-cache", str(remote), "--out", str(out), "--device", "cpu",
-            "--start-step", "100", *tiny("--sleep-ms", "500")]
-    client = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    run = wait_for(lambda: next(iter(run_dirs(remote)), None), "the run folder")
-    pid = int(wait_for(lambda: (run / "pid").is_file() and (run / "pid").read_text().strip(), "the pid"))
-    wait_for(lambda: "step    0" in (run / "log").read_text(), "training to start")
+    client, run, pid = start_client(sshd, remote, out, 500, "step    0")
     client.send_signal(signal.SIGINT)
     stdout, stderr = client.communicate(timeout=TIMEOUT)
     assert client.returncode == 130 and stdout == ""
