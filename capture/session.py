@@ -150,7 +150,8 @@ class HostRun:
         try:
             async for line in self.transport.lines(follow_script(self.run_dir)):
                 if line == MARK_NO_RUN:
-                    raise CaptureError(f"{self.host}: no run {self.run_id} in {self.root}/runs")
+                    code = "no run"
+                    break
                 if line.startswith(MARK_EXIT):
                     value = line[len(MARK_EXIT):].strip()
                     code = int(value) if value.lstrip("-").isdigit() else None
@@ -163,9 +164,9 @@ class HostRun:
                 tail.append(line)
                 self.emit(Event("log", self.host, text=line))
         except CaptureError as exc:
-            if "no run" in str(exc):
-                raise
             raise CaptureError(f"{exc}; {self.reattach_hint()}", exc.log_tail) from None
+        if code == "no run":
+            raise CaptureError(f"{self.host}: no run {self.run_id} in {self.root}/runs")
         if code == "missing":
             raise CaptureError(f"{self.host}: lost the log stream; {self.reattach_hint()}", tuple(tail))
         if code != 0:

@@ -404,3 +404,14 @@ def test_ctrl_c_detaches_and_says_how_to_reattach(sshd, remote, tmp_path):
     assert group_alive(pid) and not (run / "exit").exists()
     assert list(out.iterdir()) == []
     assert cli(sshd, remote, out, "--cancel", run.name).returncode == 0
+
+
+def test_attach_or_cancel_an_unknown_run(sshd, remote, tmp_path):
+    out = tmp_path / "captures"
+    out.mkdir()
+    for action in ("--attach", "--cancel"):
+        res = cli(sshd, remote, out, action, "20200101-000000-dead")
+        assert res.returncode == 1 and "no run 20200101-000000-dead" in res.stderr, res.stderr
+    assert list(out.iterdir()) == []
+    listed = cli(sshd, remote, out, "--list")
+    assert listed.returncode == 0 and "no runs on" in listed.stderr
