@@ -317,3 +317,27 @@ async def test_compare_prompt(tmp_path):
                 break
             await pilot.pause(0.01)
         assert isinstance(app.screen, TextScreen) and "Verdict" in app.screen.body
+
+
+async def test_open_path_returns_to_the_explorer_and_loads_it(tmp_path, samples):
+    from npuscope.tui.screens.text_screen import TextScreen
+
+    paddle = samples / "paddle_cpu"
+    app = _app(tmp_path)
+    async with app.run_test(size=(140, 44)) as pilot:
+        screen = await _loaded(pilot)
+        await app.push_screen(TextScreen("below", "text"))
+        await app.push_screen(HelpScreen(screen))  # a screen above another: both are left
+        await pilot.pause()
+        app.open_path(paddle)
+        screen = await _loaded(pilot)
+        assert app.screen is screen and app.path == paddle
+        assert screen.profile.path == paddle and screen.profile.tasks_from == "paddle"
+        # A path with nothing to load: said in one line, the open profile stays on screen.
+        app.open_path(tmp_path / "empty")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert app.is_running and app.path == paddle and screen.profile.path == paddle
+        assert screen.has_class("loaded")
+        assert any(n.severity == "error" for n in app._notifications)
+

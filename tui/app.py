@@ -65,6 +65,14 @@ class NpuscopeApp(App):
         self.main.show_loading(f"opening {self.path}")
         self._load(capture)
 
+    def open_path(self, path: Path) -> None:
+        """Back to the main screen, loading the profile at `path` in place of the open one."""
+        while self.screen is not self.main and len(self.screen_stack) > 1:
+            self.pop_screen()
+        self.path = Path(path)
+        self.capture = None
+        self.load(None)
+
     @work(thread=True, exclusive=True, exit_on_error=False, group="load", description="load profile")
     def _load(self, capture: str | int | None) -> None:
         def progress(done: int, total: int, label: str) -> None:
@@ -129,6 +137,9 @@ class NpuscopeApp(App):
             self.error_message = message
             self.exit(return_code=2)
         else:
+            # Keep showing the profile that is open (and say which path it came from).
+            self.path = self.main.profile.path
+            self.main.add_class("loaded")
             self.notify(message, title="Cannot load", severity="error", markup=False)
 
     def get_system_commands(self, screen):
