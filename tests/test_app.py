@@ -341,3 +341,14 @@ async def test_open_path_returns_to_the_explorer_and_loads_it(tmp_path, samples)
         assert screen.has_class("loaded")
         assert any(n.severity == "error" for n in app._notifications)
 
+
+async def test_help_lists_the_capture_keys(tmp_path):
+    from npuscope.tui.screens.help_screen import all_keys
+
+    app = _app(tmp_path)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await _loaded(pilot)
+        rows = all_keys(app.main)
+        assert ("main", "c", "Capture") in rows
+        assert {("capture", "ctrl+s", "Start"), ("capture", "ctrl+r", "Runs"),
+                ("capture", "ctrl+t", "Cancel run"), ("capture", "Esc q", "Close")} <= set(rows)

@@ -15,6 +15,7 @@ from npuscope.analysis.query import QUERY_HELP
 from ..widgets.cards_pane import CardsPane
 from ..widgets.frame_table import FrameTable
 from ..widgets.mini_timeline import MiniTimeline
+from .capture_screen import CaptureScreen
 
 KEY_NAMES = {
     "left_square_bracket": "[", "right_square_bracket": "]", "slash": "/", "question_mark": "?",
@@ -44,6 +45,8 @@ def all_keys(screen) -> list[tuple[str, str, str]]:
     rows += key_rows("tables", FrameTable.BINDINGS)
     rows.append(("op statistics", "Enter", "Show that op type's tasks in the op summary"))
     rows += key_rows("timeline", MiniTimeline.BINDINGS)
+    rows += key_rows("capture", CaptureScreen.BINDINGS)
+    rows.append(("capture", "Enter", "In the host field: fill in its remembered values; elsewhere: Start"))
     return rows
 
 

@@ -16,6 +16,7 @@ frames to show; the widgets only render what they are given.
 | `i` | detail of the highlighted finding card |
 | `v` | cards view: card against card |
 | `C` | compare with another profile (the open one is BASE) |
+| `c` | capture a new profile on a training host (opened here when fetched) |
 """
 
 from __future__ import annotations
@@ -124,6 +125,7 @@ class MainScreen(Screen):
         Binding("y", "copy_report", "Copy op report"),
         Binding("v", "card_spread", "Cards view", show=False),
         Binding("C", "compare", "Compare with…", show=False),
+        Binding("c", "capture", "Capture"),
     ]
 
     def __init__(self) -> None:
@@ -417,6 +419,11 @@ class MainScreen(Screen):
                 self.app.compare(Path(path).expanduser())
 
         self.app.push_screen(PathPrompt("Compare with (NEW profile; the open one is BASE)"), chosen)
+
+    def action_capture(self) -> None:
+        from .capture_screen import CaptureScreen
+
+        self.app.push_screen(CaptureScreen())
 
     def exports_dir(self) -> Path:
         return self.app.export_dir or export_dir(self.profile.path)

@@ -1,0 +1,494 @@
+"""The capture screen: profile a window of a training job on a host, then open what was fetched.
+
+A form describes the capture (`CaptureSpec`); Start runs `npuscope.capture.session.capture` on
+the app's event loop in a worker and shows its events: the phase, a progress bar, the elapsed
+time and the job's log. The job on the host is detached: leaving the screen stops following it,
+never the job itself; Runs lists the host's runs, and picking one follows it again (its log from
+the start) and fetches it when it ends. On success the form is remembered for that host and the
+fetched folder opens in the explorer.
+
+| key | action |
+|---|---|
+| ctrl+s, Enter in a field | start the capture (Enter in the host field fills in its remembered values) |
+| ctrl+r | list the runs on the host; Enter on one follows it |
+| ctrl+t | cancel the run being followed (or the run picked in the list) |
+| Esc, q | close; a job that is running goes on (q types a q in a field) |
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from collections.abc import Iterable
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid, Horizontal
+from textual.screen import Screen
+from textual.suggester import SuggestFromList
+from textual.widgets import Button, Checkbox, Footer, Input, Label, Log, OptionList, ProgressBar, Select, Static
+from textual.widgets.option_list import Option
+
+from npuscope.capture import hosts as remembered
+from npuscope.capture import session
+from npuscope.capture.runs import RunInfo
+from npuscope.capture.session import PHASES, Event
+from npuscope.capture.spec import (
+    DEFAULT_MSPROF,
+    DEFAULT_OUT,
+    DEFAULT_REMOTE_ROOT,
+    DEVICES,
+    CaptureError,
+    CaptureSpec,
+    parse_env,
+    usage_error,
+)
+
+JIT_CHOICES = (("leave as is", "leave"), ("on", "on"), ("off", "off"))
+LOG_LINES = 5000
+# Remembered per host: every field but the host itself (values as the form shows them).
+FIELDS = ("workdir", "command", "device", "start_step", "steps", "jit_compile", "env", "msprof", "stop", "out")
+DEFAULTS = {
+    "workdir": "", "command": "", "device": "npu", "start_step": "100", "steps": "1",
+    "jit_compile": "leave", "env": "", "msprof": "", "stop": True, "out": DEFAULT_OUT,
+}
+WIDGET_IDS = {name: name.replace("_", "-") for name in FIELDS}
+
+
+def build_spec(host: str, values: dict, *, ssh_config: str | None = None,
+               remote_root: str = DEFAULT_REMOTE_ROOT) -> CaptureSpec:
+    """The form's text as a checked `CaptureSpec`; any mistake is a `CaptureError` of one line."""
+    values = {**DEFAULTS, **values}
+    command = _split("training command", values.get("command", ""))
+    if not command:
+        raise usage_error("the training command is empty: give PYTHON SCRIPT [ARGS...]")
+    try:
+        env = parse_env(_split("extra environment", values.get("env", "")))
+    except CaptureError as exc:
+        raise usage_error(f"extra environment: {exc}") from None
+    jit = values.get("jit_compile", "leave")
+    spec = CaptureSpec(
+        host=host.strip(),
+        command=tuple(command),
+        workdir=str(values.get("workdir", "")).strip(),
+        device=values.get("device", "npu"),
+        start_step=_whole("start step", values.get("start_step", "")),
+        steps=_whole("steps", values.get("steps", "")),
+        jit_compile=None if jit in ("leave", None) else jit,
+        env=env,
+        msprof=str(values.get("msprof", "")).strip(),
+        keep_running=not values.get("stop", True),
+        out=str(values.get("out", "")).strip() or DEFAULT_OUT,
+        ssh_config=ssh_config,
+        remote_root=remote_root,
+    )
+    return spec.check()
+
+
+def _split(what: str, text: str) -> list[str]:
+    try:
+        return shlex.split(str(text))
+    except ValueError as exc:
+        raise usage_error(f"{what}: {exc}") from None
+
+
+def _whole(what: str, text) -> int:
+    try:
+        return int(str(text).strip())
+    except ValueError:
+        raise usage_error(f"{what}: not a whole number: {str(text).strip()!r}") from None
+
+
+def run_label(run: RunInfo) -> str:
+    return f"{run.id}  {run.state:<11} {run.phase or '-':<9} {run.command}"
+
+
+class CaptureScreen(Screen):
+    BINDINGS = [
+        Binding("ctrl+s", "start", "Start"),
+        Binding("ctrl+r", "runs", "Runs"),
+        Binding("ctrl+t", "cancel_run", "Cancel run"),
+        # q closes here too (as in the other screens), rather than quitting under a running capture.
+        Binding("escape,q", "close", "Close"),
+    ]
+
+    def __init__(self, *, ssh_config: str | None = None, remote_root: str = DEFAULT_REMOTE_ROOT,
+                 host: str | None = None) -> None:
+        super().__init__()
+        self.ssh_config = ssh_config
+        self.remote_root = remote_root
+        self.initial_host = host
+        self.running = False
+        self.following: tuple[str, str] | None = None  # (host, run id) of the run being followed
+        self.phase = ""
+        self.outcome: session.Outcome | None = None
+        self._generation = 0  # events of a follow that was replaced are dropped
+        self._filled_for: str | None = None
+        self._started_at = 0.0
+        self._ticker = None
+        self._runs: list[RunInfo] = []
+        self._runs_host = ""
+
+    # ---------------------------------------------------------------- layout
+    def compose(self) -> ComposeResult:
+        hosts = remembered.ssh_config_hosts(self.ssh_config)
+        yield Label("Capture a profile: a window of training steps, profiled on the host", id="capture-title")
+        with Grid(id="capture-form"):
+            yield Label("Host")
+            yield Input(placeholder="ssh host alias, or local", id="host", compact=True,
+                        suggester=SuggestFromList(hosts, case_sensitive=True))
+            yield Label("Working dir")
+            yield Input(placeholder="default: the login folder", id="workdir", compact=True)
+            yield Label("Command")
+            yield Input(placeholder="PYTHON SCRIPT [ARGS...]   e.g. python train.py --config a.yaml",
+                        id="command", compact=True, classes="wide")
+            yield Label("Device")
+            yield Select([(d, d) for d in DEVICES], value="npu", allow_blank=False, id="device", compact=True)
+            yield Label("JIT compile")
+            yield Select(JIT_CHOICES, value="leave", allow_blank=False, id="jit-compile", compact=True)
+            yield Label("Start step")
+            yield Input(DEFAULTS["start_step"], type="integer", id="start-step", compact=True)
+            yield Label("Steps")
+            yield Input(DEFAULTS["steps"], type="integer", id="steps", compact=True)
+            yield Label("Environment")
+            yield Input(placeholder="KEY=VALUE KEY2=VALUE2", id="env", compact=True, classes="wide")
+            yield Label("msprof")
+            yield Input(placeholder=DEFAULT_MSPROF, id="msprof", compact=True)
+            yield Label("Output folder")
+            yield Input(DEFAULT_OUT, id="out", compact=True)
+            yield Label("")
+            yield Checkbox("Stop the job after the capture (off: training goes on)", value=True, id="stop",
+                           compact=True, classes="wide")
+        with Horizontal(id="capture-buttons"):
+            yield Button("Start", id="start", variant="primary", compact=True)
+            yield Button("Runs", id="runs-button", compact=True)
+            yield Button("Cancel run", id="cancel-run", compact=True)
+            yield Button("Close", id="close", compact=True)
+        yield Static("", id="capture-status")
+        yield OptionList(id="runs")
+        with Horizontal(id="phases"):
+            for name in PHASES:
+                yield Label(name, id=f"phase-{name}", classes="phase")
+        with Horizontal(id="capture-progress"):
+            yield ProgressBar(total=1, show_eta=False, id="capture-bar")
+            yield Label("", id="elapsed")
+        yield Log(max_lines=LOG_LINES, id="capture-log")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#runs", OptionList).display = False
+        host = self.initial_host if self.initial_host is not None else remembered.last_host()
+        host_input = self.query_one("#host", Input)
+        host_input.value = host
+        if host:
+            self.fill_from_remembered(host)
+            self.query_one("#command", Input).focus()
+        else:
+            host_input.focus()
+        self.set_status("Fill in the form; ctrl+s or Enter starts. The job runs detached on the host.")
+
+    # ---------------------------------------------------------------- form
+    def field(self, name: str):
+        return self.query_one(f"#{WIDGET_IDS[name]}")
+
+    def form_values(self) -> dict:
+        values = {}
+        for name in FIELDS:
+            widget = self.field(name)
+            values[name] = bool(widget.value) if isinstance(widget, Checkbox) else widget.value
+        return values
+
+    def set_form(self, values: dict) -> None:
+        for name in FIELDS:
+            if name not in values:
+                continue
+            widget, value = self.field(name), values[name]
+            if isinstance(widget, Checkbox):
+                widget.value = bool(value)
+            elif isinstance(widget, Select):
+                options = DEVICES if name == "device" else [v for _, v in JIT_CHOICES]
+                if value in options:
+                    widget.value = value
+            elif isinstance(value, (str, int)) and not isinstance(value, bool):
+                widget.value = str(value)
+
+    @property
+    def host(self) -> str:
+        return self.query_one("#host", Input).value.strip()
+
+    def fill_from_remembered(self, host: str) -> bool:
+        """Put the values last used for `host` into the form (once per host change)."""
+        if host == self._filled_for:
+            return False
+        self._filled_for = host
+        values = remembered.load_remembered(host)
+        if values:
+            self.set_form(values)
+            self.set_status(f"{host}: the values of the last capture there")
+        return bool(values)
+
+    @on(Input.Submitted)
+    def _submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "host":  # Enter in the host field fills the form, then moves on
+            if self.host:
+                self.fill_from_remembered(self.host)
+            self.query_one("#workdir", Input).focus()
+        else:
+            self.action_start()
+
+    @on(Input.Blurred, "#host")
+    def _host_left(self, event: Input.Blurred) -> None:
+        if self.host:
+            self.fill_from_remembered(self.host)
+
+    # ---------------------------------------------------------------- status and progress
+    def set_status(self, text: str, *, error: bool = False) -> None:
+        status = self.query_one("#capture-status", Static)
+        status.update(text)
+        status.set_class(error, "error")
+
+    @property
+    def status_text(self) -> str:
+        return str(self.query_one("#capture-status", Static).content)
+
+    @property
+    def log_widget(self) -> Log:
+        return self.query_one("#capture-log", Log)
+
+    def show_phase(self, phase: str) -> None:
+        self.phase = phase
+        reached = PHASES.index(phase) if phase in PHASES else -1
+        for i, name in enumerate(PHASES):
+            label = self.query_one(f"#phase-{name}", Label)
+            label.set_class(i == reached, "current")
+            label.set_class(i < reached, "done")
+
+    def _tick(self) -> None:
+        if not self.running:
+            return
+        seconds = int(time.time() - self._started_at)
+        run = f"run {self.following[1]} on {self.following[0]} · " if self.following else ""
+        self.query_one("#elapsed", Label).update(f"{run}elapsed {seconds // 60}:{seconds % 60:02d}")
+
+    def _begin(self, started_at: float | None = None) -> int:
+        self._generation += 1
+        self.running = True
+        self.outcome = None
+        self._started_at = started_at or time.time()
+        if self._ticker is not None:
+            self._ticker.stop()
+        self._ticker = self.set_interval(1.0, self._tick)
+        self.log_widget.clear()
+        self.show_phase("")
+        self.query_one("#capture-bar", ProgressBar).update(total=None, progress=0)
+        self._tick()
+        return self._generation
+
+    def _end(self) -> None:
+        self.running = False
+        if self._ticker is not None:
+            self._ticker.stop()
+            self._ticker = None
+        self._tick_final()
+
+    def _tick_final(self) -> None:
+        seconds = int(time.time() - self._started_at)
+        self.query_one("#elapsed", Label).update(f"took {seconds // 60}:{seconds % 60:02d}")
+
+    def show_event(self, event: Event) -> None:
+        bar = self.query_one("#capture-bar", ProgressBar)
+        if event.kind == "phase":
+            if event.phase != self.phase:
+                bar.update(total=None, progress=0)
+            self.show_phase(event.phase)
+            self.set_status(f"opening {event.text}" if event.phase == "open" else f"{event.phase}: {event.text}")
+        elif event.kind == "progress":
+            if event.phase != self.phase:
+                self.show_phase(event.phase)
+            bar.update(total=max(event.total, 1), progress=event.done)
+        elif event.kind == "log":
+            self.log_widget.write_line(event.text)
+        elif event.kind == "run":
+            self.following = (event.host, event.text)
+            self._tick()
+
+    # ---------------------------------------------------------------- start / follow
+    def action_start(self) -> None:
+        if self.running:
+            self.set_status(f"a capture is in progress ({self._following_text()}); cancel it or wait", error=True)
+            return
+        try:
+            spec = build_spec(self.host, self.form_values(), ssh_config=self.ssh_config,
+                              remote_root=self.remote_root)
+        except CaptureError as exc:
+            self.set_status(str(exc), error=True)
+            return
+        self.following = None
+        generation = self._begin()
+        self.set_status(f"starting on {spec.host}")
+        self._follow(spec, None, generation, self.form_values())
+
+    def attach(self, run: RunInfo) -> None:
+        """Follow `run` (on the form's host) from the start of its log, and fetch it when it ends."""
+        spec = self.host_spec(self._runs_host, out=self._out_folder())
+        previous = self._following_text() if self.running else ""
+        self.following = (spec.host, run.id)
+        created = run.record.get("created")
+        generation = self._begin(created if isinstance(created, (int, float)) else None)
+        note = f" ({previous} goes on, no longer followed)" if previous else ""
+        self.set_status(f"following run {run.id} on {spec.host}{note}")
+        self._follow(spec, run.id, generation, None)
+
+    def host_spec(self, host: str, **fields) -> CaptureSpec:
+        """A spec that only says where runs live (listing, following, cancelling a run)."""
+        # Connecting looks up the command's first word on the host; listing, following or
+        # cancelling a run needs no command, so a word every host has stands in for it.
+        return CaptureSpec(host=host, command=("sh",), ssh_config=self.ssh_config,
+                           remote_root=self.remote_root, **fields)
+
+    def _out_folder(self) -> str:
+        return self.query_one("#out", Input).value.strip() or DEFAULT_OUT
+
+    def _following_text(self) -> str:
+        return f"run {self.following[1]} on {self.following[0]}" if self.following else "starting"
+
+    @work(exclusive=True, group="capture", exit_on_error=False, description="capture")
+    async def _follow(self, spec: CaptureSpec, run_id: str | None, generation: int, values: dict | None) -> None:
+        def emit(event: Event) -> None:
+            if generation == self._generation:
+                self.show_event(event)
+
+        try:
+            if run_id is None:
+                outcome = await session.capture(spec, emit)
+            else:
+                outcome = await session.attach(spec, run_id, emit)
+        except CaptureError as exc:
+            if generation == self._generation:
+                self._failed(str(exc), exc.log_tail)
+            return
+        except Exception as exc:  # anything unexpected: one line, never a traceback
+            if generation == self._generation:
+                self._failed(f"unexpected error: {type(exc).__name__}: {exc}", ())
+            return
+        if generation != self._generation:
+            return
+        self._succeeded(spec, outcome, values)
+
+    def _failed(self, message: str, tail: Iterable[str]) -> None:
+        self._end()
+        self.query_one("#capture-bar", ProgressBar).update(total=1, progress=0)
+        tail = list(tail)
+        if tail:
+            log = self.log_widget
+            log.write_line("── last lines of the job's log ──")
+            log.write_lines(tail)
+        self.set_status(message, error=True)
+
+    def _succeeded(self, spec: CaptureSpec, outcome: session.Outcome, values: dict | None) -> None:
+        self._end()
+        self.outcome = outcome
+        self.query_one("#capture-bar", ProgressBar).update(total=1, progress=1)
+        self.show_phase("open")
+        if values is not None:
+            try:
+                remembered.remember(spec.host, values)
+            except OSError as exc:
+                self.notify(f"the form was not remembered: {exc}", severity="warning", markup=False)
+        self.set_status(f"fetched into {outcome.folder}; opening it")
+        self.app.notify(f"Captured on {spec.host}: {outcome.folder}", title="Capture", markup=False)
+        self.app.open_path(outcome.folder)
+
+    # ---------------------------------------------------------------- runs
+    def action_runs(self) -> None:
+        host = self.host
+        if not host:
+            self.set_status("give a host first", error=True)
+            return
+        self.set_status(f"listing the runs on {host} …")
+        self._list_runs(host)
+
+    @work(exclusive=True, group="runs", exit_on_error=False, description="list runs")
+    async def _list_runs(self, host: str) -> None:
+        spec = self.host_spec(host)
+        try:
+            runs = await session.list_runs(spec)
+        except CaptureError as exc:
+            self.set_status(str(exc), error=True)
+            return
+        except Exception as exc:
+            self.set_status(f"cannot list the runs: {type(exc).__name__}: {exc}", error=True)
+            return
+        self._runs, self._runs_host = runs, host
+        options = self.query_one("#runs", OptionList)
+        options.clear_options()
+        options.add_options([Option(run_label(r), id=r.id) for r in runs])
+        options.display = bool(runs)
+        if not runs:
+            self.set_status(f"no runs on {host} (in {self.remote_root})")
+            return
+        options.highlighted = 0
+        options.focus()
+        self.set_status(f"{len(runs)} run(s) on {host}, newest first: Enter follows one, ctrl+t cancels it")
+
+    @on(OptionList.OptionSelected, "#runs")
+    def _run_chosen(self, event: OptionList.OptionSelected) -> None:
+        run = next((r for r in self._runs if r.id == event.option_id), None)
+        if run is None:
+            return
+        event.option_list.display = False
+        self.attach(run)
+
+    def picked_run(self) -> str | None:
+        options = self.query_one("#runs", OptionList)
+        if not options.display or options.highlighted is None:
+            return None
+        return options.get_option_at_index(options.highlighted).id
+
+    def action_cancel_run(self) -> None:
+        if self.running and self.following:
+            host, run_id = self.following
+        elif (picked := self.picked_run()) is not None:
+            host, run_id = self._runs_host, picked
+        else:
+            self.set_status("no run to cancel: start one, or pick one from Runs (ctrl+r)", error=True)
+            return
+        self.set_status(f"cancelling run {run_id} on {host} …")
+        self._cancel(host, run_id)
+
+    @work(group="cancel", exit_on_error=False, description="cancel run")
+    async def _cancel(self, host: str, run_id: str) -> None:
+        spec = self.host_spec(host)
+        try:
+            line = await session.cancel(spec, run_id)
+        except CaptureError as exc:
+            self.set_status(str(exc), error=True)
+            return
+        except Exception as exc:
+            self.set_status(f"cannot cancel: {type(exc).__name__}: {exc}", error=True)
+            return
+        self.log_widget.write_line(f"── {line} ──")
+        self.set_status(line)
+        if self.query_one("#runs", OptionList).display:
+            self._list_runs(host)
+
+    # ---------------------------------------------------------------- leaving
+    def action_close(self) -> None:
+        if self.running:
+            if self.following:
+                host, run_id = self.following
+                message = (f"run {run_id} keeps running on {host}; "
+                           "press c, then Runs (ctrl+r) to follow it again")
+            else:
+                message = "left while the job was starting; it may be running: Runs (ctrl+r) lists it"
+            self.set_status(message)
+            self.app.notify(message, title="Capture", markup=False, timeout=8)
+        self.workers.cancel_group(self, "capture")
+        self.app.pop_screen()
+
+    @on(Button.Pressed)
+    def _button(self, event: Button.Pressed) -> None:
+        actions = {"start": self.action_start, "runs-button": self.action_runs,
+                   "cancel-run": self.action_cancel_run, "close": self.action_close}
+        actions[event.button.id]()
