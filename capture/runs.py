@@ -59,6 +59,9 @@ def probe_script(spec: CaptureSpec) -> str:
     """Resolve ROOT, check the tools a run needs, the working directory and the python."""
     q = shlex.quote
     workdir = f"cd {q(spec.workdir)} || {{ echo 'NPUSCOPE_PROBLEM workdir'; exit 0; }}\n" if spec.workdir else ""
+    # listing, following or cancelling a run needs no command
+    python = (f"command -v {q(spec.command[0])} >/dev/null 2>&1 || echo 'NPUSCOPE_PROBLEM python'\n"
+              if spec.command else "")
     return f"""mkdir -p {root_expr(spec.remote_root)}/runs || {{ echo 'NPUSCOPE_PROBLEM root'; exit 0; }}
 cd {root_expr(spec.remote_root)} && echo "NPUSCOPE_ROOT $(pwd)"
 for tool in setsid tar tail find; do
@@ -66,8 +69,7 @@ for tool in setsid tar tail find; do
 done
 cd
 {workdir}echo "NPUSCOPE_WORKDIR $(pwd)"
-command -v {q(spec.command[0])} >/dev/null 2>&1 || echo 'NPUSCOPE_PROBLEM python'
-"""
+{python}"""
 
 
 @dataclass(frozen=True)

@@ -207,7 +207,7 @@ class HostRun:
         if code in (3, 4) and errors:
             return what + errors[-1]
         if code == 127:
-            return what + "command not found: " + (_last(tail) or self.spec.command[0])
+            return what + "command not found: " + (_last(tail) or " ".join(self.spec.command[:1]))
         if code == 143 or code == 137:
             return what + EXIT_MESSAGES[code] + " (cancelled, or killed on the host)"
         if says:
@@ -292,7 +292,7 @@ async def attach(spec: CaptureSpec, run_id: str, emit: Emit) -> Outcome:
     if record:
         saved = record.get("spec", {})
         run.start = int(saved.get("start_step", run.start))
-        run.spec = replace(run.spec, **_follow_fields(saved))
+        run.spec = replace(run.spec, command=tuple(saved.get("command", ())), **_follow_fields(saved))
     await run.follow()
     return await _collect([run], Path(spec.out).expanduser(), folder_name((spec.host,), run_id), emit)
 

@@ -60,13 +60,15 @@ class CaptureSpec:
     def for_host(self, host: str) -> "CaptureSpec":
         return replace(self, host=host, hosts=())
 
-    def check(self) -> "CaptureSpec":
+    def check(self, command: bool = True) -> "CaptureSpec":
+        """Raise a usage error for the first mistake; `command=False` for listing, following or
+        cancelling runs, which need no training command."""
         for host in self.all_hosts():
             if not host or not _HOST.match(host) or host.startswith("-"):
                 raise usage_error(f"not a host name: {host!r}")
-        if not self.command:
+        if not self.command and command:
             raise usage_error("no training command: give `-- PYTHON SCRIPT [ARGS...]`")
-        if len(self.command) < 2:
+        if len(self.command) == 1:
             raise usage_error(
                 f"the command must start with the python that runs the script: "
                 f"`{self.command[0]} train.py ...`, not `{self.command[0]}` alone"
@@ -103,7 +105,7 @@ def parse_env(items: list[str] | tuple[str, ...]) -> tuple[tuple[str, str], ...]
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not _ENV_KEY.match(key):
-            raise usage_error(f"--env wants KEY=VALUE, got {item!r}")
+            raise usage_error(f"environment items are KEY=VALUE, got {item!r}")
         pairs.append((key, value))
     return tuple(pairs)
 

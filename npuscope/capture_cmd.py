@@ -125,7 +125,7 @@ def spec_from_args(args: argparse.Namespace, command: list[str]) -> CaptureSpec:
     spec = CaptureSpec(
         host=args.host or hosts[0],
         hosts=hosts if len(hosts) > 1 else (),
-        command=tuple(command) or ("python", "-"),
+        command=tuple(command),
         workdir=args.workdir,
         device=args.device,
         start_step=args.start_step,
@@ -139,7 +139,7 @@ def spec_from_args(args: argparse.Namespace, command: list[str]) -> CaptureSpec:
         accept_new_host_key=args.accept_new_host_key,
         remote_root=args.remote_cache,
     )
-    return spec.check()
+    return spec.check(command=needs_command)
 
 
 class StderrReporter:

@@ -342,9 +342,7 @@ class CaptureScreen(Screen):
 
     def host_spec(self, host: str, **fields) -> CaptureSpec:
         """A spec that only says where runs live (listing, following, cancelling a run)."""
-        # Connecting looks up the command's first word on the host; listing, following or
-        # cancelling a run needs no command, so a word every host has stands in for it.
-        return CaptureSpec(host=host, command=("sh",), ssh_config=self.ssh_config,
+        return CaptureSpec(host=host, command=(), ssh_config=self.ssh_config,
                            remote_root=self.remote_root, **fields)
 
     def _out_folder(self) -> str:
