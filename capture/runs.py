@@ -1,6 +1,6 @@
 """The `sh` scripts a capture runs on the training host, and readers for what they print.
 
-A run lives in ``ROOT/runs/ID/`` on the host (ROOT defaults to ``~/.cache/npuscope``):
+A run lives in ``ROOT/runs/ID/`` on the host (ROOT defaults to ``~/.cache/npuscope/capture``):
 
     run.sh   the detached job (bootstrap, then msprof export on npu)
     run.json the spec, one JSON line (for listing and reattaching)

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 DEFAULT_MSPROF = "/usr/local/Ascend/ascend-toolkit/latest/tools/profiler/bin/msprof"
-DEFAULT_REMOTE_ROOT = "~/.cache/npuscope"
+DEFAULT_REMOTE_ROOT = "~/.cache/npuscope/capture"  # a subfolder of its own, apart from the frame cache files
 DEFAULT_OUT = "captures"
 DEVICES = ("npu", "cpu", "gpu")
 LOCAL_HOST = "local"
