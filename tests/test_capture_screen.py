@@ -215,7 +215,7 @@ def test_build_spec_reads_the_form():
 
 async def test_failing_command_shows_the_failure_and_the_log_tail(tmp_path):
     script = tmp_path / "failing_train.py"
-    script.write_text('print("loading the data", flush=True)\nraise RuntimeError("boom in training")\n')
+    script.write_text('print("loading the data", flush=True)\nraise RuntimeError("boom in training [bold]x[/bold] [cfg]")\n')
     app = _app(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await wait_loaded(pilot)
@@ -224,11 +224,15 @@ async def test_failing_command_shows_the_failure_and_the_log_tail(tmp_path):
         await pilot.press("ctrl+s")
         await _until(pilot, lambda: not screen.running, "the capture to fail", screen)
         status = _status(screen)
-        assert "training crashed" in status and "boom in training" in status and "\n" not in status
+        # remote text is shown as it is, never read as markup
+        assert "training crashed" in status and "boom in training [bold]x[/bold] [cfg]" in status
+        shown = str(screen.query_one("#capture-status").render())
+        assert "boom in training [bold]x[/bold] [cfg]" in shown
+        assert "\n" not in status
         assert "error" in screen.query_one("#capture-status").classes
         lines = list(screen.log_widget.lines)
         tail = lines[lines.index("── last lines of the job's log ──") + 1:]
-        assert tail and tail[-1] == "RuntimeError: boom in training"
+        assert tail and tail[-1] == "RuntimeError: boom in training [bold]x[/bold] [cfg]"
         assert isinstance(app.screen, CaptureScreen) and screen.outcome is None
         assert load_remembered("local") == {}  # only a successful capture is remembered
         assert not (tmp_path / "captures").exists() or not any((tmp_path / "captures").iterdir())

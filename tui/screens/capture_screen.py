@@ -25,6 +25,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal
+from textual.content import Content
 from textual.screen import Screen
 from textual.suggester import SuggestFromList
 from textual.widgets import Button, Checkbox, Footer, Input, Label, Log, OptionList, ProgressBar, Select, Static
@@ -165,7 +166,7 @@ class CaptureScreen(Screen):
             yield Button("Runs", id="runs-button", compact=True)
             yield Button("Cancel run", id="cancel-run", compact=True)
             yield Button("Close", id="close", compact=True)
-        yield Static("", id="capture-status")
+        yield Static("", id="capture-status", markup=False)  # remote messages: plain text
         yield OptionList(id="runs")
         with Horizontal(id="phases"):
             for name in PHASES:
@@ -421,7 +422,8 @@ class CaptureScreen(Screen):
         self._runs, self._runs_host = runs, host
         options = self.query_one("#runs", OptionList)
         options.clear_options()
-        options.add_options([Option(run_label(r), id=r.id) for r in runs])
+        # Commands come from the host: plain text, never markup.
+        options.add_options([Option(Content(run_label(r)), id=r.id) for r in runs])
         options.display = bool(runs)
         if not runs:
             self.set_status(f"no runs on {host} (in {self.remote_root})")
