@@ -188,7 +188,7 @@ class HostRun:
                                 total=self.spec.steps))
         elif kind == "window_moved":
             self.start = int(event.get("start", self.start))
-            self.emit(Event("log", self.host, text="npuscope: " + str(event.get("reason", "window moved"))))
+            self.phase("warm-up", str(event.get("reason", "window moved")))
         elif kind == "capture_start":
             self.phase("capture", f"profiling steps {self.start}-{self.start + self.spec.steps}")
         elif kind == "capture_stop":

@@ -334,3 +334,27 @@ async def test_capture_over_ssh_opens_in_the_explorer(tmp_path, sshd):
         assert list(folder.glob("*.paddle_trace.json"))
         assert any("step" in line for line in log.lines)
         assert load_remembered(HOST)["command"] == _command(TINY, *TINY_ARGS)
+
+
+async def test_two_hosts_in_the_host_field_capture_both_and_open_every_card(tmp_path, sshd):
+    from sshd_server import HOST
+
+    app = _app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_loaded(pilot)
+        screen = await _open(pilot, tmp_path, ssh_config=str(sshd.config), host="")
+        _fill(screen, f"{HOST}, local", tmp_path, command=_command(TINY, *TINY_ARGS))
+        await pilot.click("#start")
+        folder = await _captured(pilot, screen)
+        assert folder.name.startswith(f"{HOST}+1-")
+        assert sorted(h for h, _ in screen.started) == sorted([HOST, "local"])
+        assert sorted(app.main.profile.cards) == sorted([HOST, "local"])
+        assert load_remembered(f"{HOST},local")["command"] == _command(TINY, *TINY_ARGS)
+        # Runs works on one host at a time
+        await pilot.press("c")
+        await pilot.pause()
+        again = app.screen
+        assert again.host == f"{HOST},local"
+        await pilot.press("ctrl+r")
+        await pilot.pause()
+        assert "one host" in again.status_text

@@ -415,3 +415,37 @@ def test_attach_or_cancel_an_unknown_run(sshd, remote, tmp_path):
     assert list(out.iterdir()) == []
     listed = cli(sshd, remote, out, "--list")
     assert listed.returncode == 0 and "no runs on" in listed.stderr
+
+
+def test_a_run_without_results_leaves_nothing_locally(sshd, remote, tmp_path):
+    """FAKE python: a process that "trains" successfully but whose profiler wrote nothing."""
+    fake = tmp_path / "fake_python_no_trace"
+    fake.write_text("#!/bin/sh\necho 'training done, no trace written'\nexit 0\n")
+    fake.chmod(0o755)
+    out = tmp_path / "captures"
+    out.mkdir()
+    res = cli(sshd, remote, out, "--device", "cpu", "--", str(fake), "train.py")
+    assert res.returncode == 1
+    assert "the run left no exported results" in res.stderr
+    assert list(out.iterdir()) == []  # the temporary folder is gone too
+
+
+def test_training_that_ends_before_the_window_says_so(sshd, remote, tmp_path):
+    out = tmp_path / "captures"
+    out.mkdir()
+    res = cli(sshd, remote, out, "--device", "cpu", "--start-step", "100",
+              "--", sys.executable, str(TINY), "--steps", "30", "--batch-size", "8")
+    assert res.returncode == 1
+    assert "training ended after 30 steps, before the capture window (start step 100)" in res.stderr
+    assert list(out.iterdir()) == []
+
+
+def test_short_epoch_moves_the_window_and_says_so(sshd, remote, tmp_path):
+    out = tmp_path / "captures"
+    res = cli(sshd, remote, out, "--device", "cpu", "--start-step", "500",
+              "--", sys.executable, str(TINY), "--steps", "200", "--batch-size", "8")
+    assert res.returncode == 0, res.stderr
+    assert "warm-up: the first epoch has 128 steps, not more than --start-step 500" in res.stderr
+    folder = Path(res.stdout.strip().splitlines()[-1])
+    window = json.loads((folder / "npuscope_capture.json").read_text())["window"]
+    assert window == {"start": 127, "stop": 128, "moved": True, "epoch_length": 128}

@@ -89,3 +89,26 @@ def test_sort_and_filter_in_a_real_terminal(tmp_path):
         assert not term.alive(), "q did not quit"
     finally:
         term.close()
+
+
+def test_capture_then_open_in_a_real_terminal(tmp_path):
+    """`npuscope capture --host local ... --open`: a real Paddle CPU run, fetched, then the
+    explorer opens on the fetched folder in the same terminal."""
+    pytest.importorskip("paddle")
+    tiny = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "paddle_train_tiny.py")
+    env = f"-u COLUMNS -u LINES NPUSCOPE_CACHE_DIR={shlex.quote(str(tmp_path / 'cache'))} TERM=xterm-256color"
+    command = [
+        sys.executable, "-m", "npuscope", "capture", "--host", "local", "--device", "cpu",
+        "--remote-cache", str(tmp_path / "remote"), "--out", str(tmp_path / "captures"), "--open",
+        "--", sys.executable, tiny, "--steps", "120", "--batch-size", "8",
+    ]
+    term = Terminal(f"npuscope-e2e-capture-{os.getpid()}",
+                    f"env {env} {' '.join(shlex.quote(c) for c in command)}; sleep 30")
+    try:
+        screen = term.wait_for(lambda s: "local-" in s and "Op summary" in s, "the explorer on the capture", 240)
+        (folder,) = (tmp_path / "captures").iterdir()
+        assert folder.name in screen and "Paddle" in screen
+        term.keys("q")
+        term.wait_for(lambda s: "Op summary" not in s, "the explorer to quit")
+    finally:
+        term.close()

@@ -43,6 +43,7 @@ from npuscope.capture.spec import (
     CaptureError,
     CaptureSpec,
     parse_env,
+    parse_hosts,
     usage_error,
 )
 
@@ -69,8 +70,10 @@ def build_spec(host: str, values: dict, *, ssh_config: str | None = None,
     except CaptureError as exc:
         raise usage_error(f"extra environment: {exc}") from None
     jit = values.get("jit_compile", "leave")
+    hosts = parse_hosts(host)  # `h1,h2`: one run on each host, fetched into one capture
     spec = CaptureSpec(
-        host=host.strip(),
+        host=hosts[0] if hosts else host.strip(),
+        hosts=hosts if len(hosts) > 1 else (),
         command=tuple(command),
         workdir=str(values.get("workdir", "")).strip(),
         device=values.get("device", "npu"),
@@ -122,6 +125,7 @@ class CaptureScreen(Screen):
         self.initial_host = host
         self.running = False
         self.following: tuple[str, str] | None = None  # (host, run id) of the run being followed
+        self.started: list[tuple[str, str]] = []  # every (host, run id) of the capture under way
         self.phase = ""
         self.outcome: session.Outcome | None = None
         self._generation = 0  # events of a follow that was replaced are dropped
@@ -220,6 +224,7 @@ class CaptureScreen(Screen):
 
     def fill_from_remembered(self, host: str) -> bool:
         """Put the values last used for `host` into the form (once per host change)."""
+        host = ",".join(parse_hosts(host)) or host  # `h1, h2` is remembered as h1,h2
         if host == self._filled_for:
             return False
         self._filled_for = host
@@ -312,6 +317,7 @@ class CaptureScreen(Screen):
             self.log_widget.write_line(event.text)
         elif event.kind == "run":
             self.following = (event.host, event.text)
+            self.started.append(self.following)
             self._tick()
 
     # ---------------------------------------------------------------- start / follow
@@ -326,6 +332,7 @@ class CaptureScreen(Screen):
             self.set_status(str(exc), error=True)
             return
         self.following = None
+        self.started = []
         generation = self._begin()
         self.set_status(f"starting on {spec.host}")
         self._follow(spec, None, generation, self.form_values())
@@ -335,6 +342,7 @@ class CaptureScreen(Screen):
         spec = self.host_spec(self._runs_host, out=self._out_folder())
         previous = self._following_text() if self.running else ""
         self.following = (spec.host, run.id)
+        self.started = [self.following]
         created = run.record.get("created")
         generation = self._begin(created if isinstance(created, (int, float)) else None)
         note = f" ({previous} goes on, no longer followed)" if previous else ""
@@ -392,11 +400,12 @@ class CaptureScreen(Screen):
         self.show_phase("open")
         if values is not None:
             try:
-                remembered.remember(spec.host, values)
+                remembered.remember(",".join(spec.all_hosts()), values)
             except OSError as exc:
                 self.notify(f"the form was not remembered: {exc}", severity="warning", markup=False)
         self.set_status(f"fetched into {outcome.folder}; opening it")
-        self.app.notify(f"Captured on {spec.host}: {outcome.folder}", title="Capture", markup=False)
+        self.app.notify(f"Captured on {', '.join(spec.all_hosts())}: {outcome.folder}", title="Capture",
+                        markup=False)
         self.app.open_path(outcome.folder)
 
     # ---------------------------------------------------------------- runs
@@ -404,6 +413,9 @@ class CaptureScreen(Screen):
         host = self.host
         if not host:
             self.set_status("give a host first", error=True)
+            return
+        if len(parse_hosts(host)) > 1:
+            self.set_status("Runs lists the runs of one host: give a single host", error=True)
             return
         self.set_status(f"listing the runs on {host} …")
         self._list_runs(host)
@@ -447,15 +459,16 @@ class CaptureScreen(Screen):
         return options.get_option_at_index(options.highlighted).id
 
     def action_cancel_run(self) -> None:
-        if self.running and self.following:
-            host, run_id = self.following
+        if self.running and self.started:
+            targets = list(self.started)  # every host of the capture under way
         elif (picked := self.picked_run()) is not None:
-            host, run_id = self._runs_host, picked
+            targets = [(self._runs_host, picked)]
         else:
             self.set_status("no run to cancel: start one, or pick one from Runs (ctrl+r)", error=True)
             return
-        self.set_status(f"cancelling run {run_id} on {host} …")
-        self._cancel(host, run_id)
+        self.set_status("cancelling " + ", ".join(f"run {r} on {h}" for h, r in targets) + " …")
+        for host, run_id in targets:
+            self._cancel(host, run_id)
 
     @work(group="cancel", exit_on_error=False, description="cancel run")
     async def _cancel(self, host: str, run_id: str) -> None:
