@@ -279,9 +279,32 @@ async def capture(spec: CaptureSpec, emit: Emit) -> Outcome:
     """Run the capture described by `spec` on every host; fetch into one new local folder."""
     spec = spec.check()
     runs = [HostRun(spec.for_host(h), new_run_id(), emit) for h in spec.all_hosts()]
-    await asyncio.gather(*(r.launch() for r in runs))
-    await asyncio.gather(*(r.follow() for r in runs))
+    launched = await asyncio.gather(*(r.launch() for r in runs), return_exceptions=True)
+    failed = [e for e in launched if isinstance(e, BaseException)]
+    if failed:
+        # A job alone on some hosts would wait for the others (distributed training): stop it.
+        started = [r for r, e in zip(runs, launched) if not isinstance(e, BaseException) and r.run_dir]
+        for run in started:
+            await run.transport.run(cancel_script(run.run_dir), check=False)
+        first = failed[0]
+        if not isinstance(first, CaptureError) or not started:
+            raise first
+        note = f" (the run started on {', '.join(r.host for r in started)} was cancelled)"
+        raise CaptureError(str(first) + note, first.log_tail, first.code)
+    await _all(r.follow() for r in runs)
     return await _collect(runs, Path(spec.out).expanduser(), folder_name(spec.all_hosts(), runs[0].run_id), emit)
+
+
+async def _all(coros) -> list:
+    """Await every coroutine; on the first failure stop following the others and raise it."""
+    tasks = [asyncio.ensure_future(c) for c in coros]
+    try:
+        return await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 async def attach(spec: CaptureSpec, run_id: str, emit: Emit) -> Outcome:

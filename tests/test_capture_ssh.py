@@ -449,3 +449,20 @@ def test_short_epoch_moves_the_window_and_says_so(sshd, remote, tmp_path):
     folder = Path(res.stdout.strip().splitlines()[-1])
     window = json.loads((folder / "npuscope_capture.json").read_text())["window"]
     assert window == {"start": 127, "stop": 128, "moved": True, "epoch_length": 128}
+
+
+def test_one_host_failing_to_start_cancels_the_others(sshd, remote, tmp_path):
+    out = tmp_path / "captures"
+    out.mkdir()
+    res = subprocess.run(
+        [*cli_argv(sshd, remote, out, "--device", "cpu", host=None), "--hosts", f"{HOST},{NOKEY}",
+         *tiny("--sleep-ms", "500")],
+        capture_output=True, text=True, timeout=TIMEOUT)
+    assert res.returncode == 1
+    last = res.stderr.strip().splitlines()[-1]
+    assert "npuscope-nokey: authentication failed" in last
+    assert f"(the run started on {HOST} was cancelled)" in last
+    (run,) = run_dirs(remote)
+    wait_for(lambda: (run / "exit").is_file(), "the cancelled run's exit code", timeout=30)
+    assert (run / "exit").read_text().strip() == "143" and (run / "cancelled").is_file()
+    assert list(out.iterdir()) == []
