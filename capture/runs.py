@@ -43,7 +43,7 @@ MARK_NO_RUN = "NPUSCOPE_NO_RUN"
 
 
 def root_expr(root: str) -> str:
-    """A shell word for the remote cache folder; a leading ~ means the remote $HOME."""
+    """A shell word for a remote folder; a leading ~ means the remote $HOME."""
     if root == "~":
         return '"$HOME"'
     if root.startswith("~/"):
@@ -58,7 +58,8 @@ def bootstrap_name(source: str) -> str:
 def probe_script(spec: CaptureSpec) -> str:
     """Resolve ROOT, check the tools a run needs, the working directory and the python."""
     q = shlex.quote
-    workdir = f"cd {q(spec.workdir)} || {{ echo 'NPUSCOPE_PROBLEM workdir'; exit 0; }}\n" if spec.workdir else ""
+    workdir = (f"cd {root_expr(spec.workdir)} || {{ echo 'NPUSCOPE_PROBLEM workdir'; exit 0; }}\n"
+               if spec.workdir else "")  # relative to the login folder; ~/ is the remote home
     # listing, following or cancelling a run needs no command
     python = (f"command -v {q(spec.command[0])} >/dev/null 2>&1 || echo 'NPUSCOPE_PROBLEM python'\n"
               if spec.command else "")

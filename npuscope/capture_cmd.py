@@ -27,7 +27,7 @@ from npuscope.capture.spec import (
 
 EPILOG = (
     "The command after -- is run by the bootstrap: its first word is the python that runs the "
-    "training script. Example: npuscope capture --host ascend01 --workdir ~/PaddleNLP --device npu "
+    "training script. Example: npuscope capture --host ascend01 --workdir PaddleNLP --device npu "
     "-- python train.py --epochs 1"
 )
 
@@ -51,7 +51,8 @@ def add_capture_parser(sub) -> argparse.ArgumentParser:
     where = p.add_argument_group("where")
     where.add_argument("--host", help="ssh host or Host alias, or `local` for this machine")
     where.add_argument("--hosts", help="several hosts: h1,h2,... or a hostfile (one host per line)")
-    where.add_argument("--workdir", default="", help="remote working directory (default: the login folder)")
+    where.add_argument("--workdir", default="",
+                       help="remote working directory, relative to the login folder (default: the login folder)")
     where.add_argument("--ssh-config", metavar="FILE", help="ssh config file instead of ~/.ssh/config")
     where.add_argument("--accept-new-host-key", action="store_true",
                        help="accept and record the key of a host not yet in known_hosts (never a changed key)")

@@ -181,3 +181,15 @@ def test_capture_help_is_quick_and_lists_the_options():
                    "--env", "--msprof", "--keep-running", "--out", "--ssh-config", "--accept-new-host-key",
                    "--list", "--attach", "--cancel"):
         assert option in res.stdout, option
+
+
+def test_probe_reads_a_tilde_workdir_as_the_remote_home(tmp_path):
+    from npuscope.capture.runs import probe_script
+
+    text = probe_script(CaptureSpec(host="h", command=("python", "t.py"), workdir="~/my work"))
+    assert "cd \"$HOME\"/'my work' ||" in text
+    text = probe_script(CaptureSpec(host="h", command=(), workdir="/abs/$(x)"))
+    assert "cd '/abs/$(x)' ||" in text and "NPUSCOPE_PROBLEM python" not in text
+    script = tmp_path / "probe.sh"
+    script.write_text(text)
+    assert subprocess.run(["sh", "-n", str(script)]).returncode == 0
