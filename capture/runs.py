@@ -208,6 +208,29 @@ done
 """
 
 
+def clean_script(root: str) -> str:
+    """Delete every run that has ended and was fetched, or failed; keep running and unfetched ones."""
+    return f"""cd {root_expr(root)}/runs 2>/dev/null || exit 0
+for d in */; do
+  d=${{d%/}}; [ -f "$d/exit" ] || continue
+  p=$(cat "$d/pid" 2>/dev/null); [ -n "$p" ] && kill -0 -"$p" 2>/dev/null && continue
+  [ "$(cat "$d/exit")" = 0 ] && [ ! -f "$d/fetched" ] && continue
+  kb=$(du -sk "$d" | cut -f1)
+  rm -rf "$d" && printf 'NPUSCOPE_CLEANED\t%s\t%s\n' "$d" "$kb"
+done
+"""
+
+
+def parse_cleaned(text: str) -> list[tuple[str, int]]:
+    """(run id, KiB freed) for each run `clean_script` deleted."""
+    cleaned = []
+    for line in text.splitlines():
+        parts = line.split("\t")
+        if len(parts) == 3 and parts[0] == "NPUSCOPE_CLEANED" and parts[2].isdigit():
+            cleaned.append((parts[1], int(parts[2])))
+    return cleaned
+
+
 @dataclass(frozen=True)
 class RunInfo:
     id: str

@@ -28,11 +28,13 @@ from .runs import (
     RunInfo,
     bootstrap_name,
     cancel_script,
+    clean_script,
     follow_script,
     launch_script,
     list_script,
     listing_script,
     mark_fetched_script,
+    parse_cleaned,
     parse_probe,
     parse_runs,
     probe_script,
@@ -338,6 +340,12 @@ async def list_runs(spec: CaptureSpec) -> list[RunInfo]:
     return parse_runs((await transport.run(list_script(spec.remote_root))).text)
 
 
+async def clean(spec: CaptureSpec) -> list[tuple[str, int]]:
+    """Delete the host's runs that ended and were fetched, or failed: (run id, KiB) each."""
+    transport = transport_for(spec.host, spec.ssh_config, spec.accept_new_host_key)
+    return parse_cleaned((await transport.run(clean_script(spec.remote_root))).text)
+
+
 async def cancel(spec: CaptureSpec, run_id: str) -> str:
     """Stop a run's whole process group on its host; one line saying what happened."""
     run = HostRun(spec.for_host(spec.host), run_id, lambda e: None)
@@ -350,4 +358,4 @@ async def cancel(spec: CaptureSpec, run_id: str) -> str:
     return f"{spec.host}: run {run_id} is not running"
 
 
-__all__ = ["Event", "Outcome", "PHASES", "attach", "cancel", "capture", "list_runs"]
+__all__ = ["Event", "Outcome", "PHASES", "attach", "cancel", "capture", "clean", "list_runs"]

@@ -37,7 +37,7 @@ def add_capture_parser(sub) -> argparse.ArgumentParser:
         "capture",
         help="profile steps of a Paddle training on a host over SSH and fetch the result",
         usage="npuscope capture --host HOST [options] -- PYTHON SCRIPT [ARGS...]\n"
-        "       npuscope capture --host HOST --list | --attach RUN | --cancel RUN",
+        "       npuscope capture --host HOST --list | --attach RUN | --cancel RUN | --clean",
         description=(
             "Start a Paddle training detached on HOST (over the system ssh; `local` runs on this "
             "machine), profile training steps START..START+STEPS, export with msprof (npu), fetch "
@@ -75,6 +75,8 @@ def add_capture_parser(sub) -> argparse.ArgumentParser:
     runs.add_argument("--list", action="store_true", help="list the runs on the host")
     runs.add_argument("--attach", metavar="RUN", help="follow run RUN to its end and fetch it")
     runs.add_argument("--cancel", metavar="RUN", help="stop run RUN (its whole process group)")
+    runs.add_argument("--clean", action="store_true",
+                      help="delete the host's runs that ended and were fetched, or failed (raw data included)")
     p.add_argument("--open", action="store_true", help="open the fetched capture in the explorer")
     p.add_argument("-v", "--verbose", action="store_true", help="also print the job's log on stderr")
     return p
@@ -118,9 +120,9 @@ def spec_from_args(args: argparse.Namespace, command: list[str]) -> CaptureSpec:
         raise usage_error("give --host or --hosts, not both")
     if not args.host and not hosts:
         raise usage_error("no host: give --host HOST (or `local`), or --hosts h1,h2")
-    if hosts and (args.list or args.attach or args.cancel):
-        raise usage_error("--list, --attach and --cancel work on one --host")
-    needs_command = not (args.list or args.attach or args.cancel)
+    if hosts and (args.list or args.attach or args.cancel or args.clean):
+        raise usage_error("--list, --attach, --cancel and --clean work on one --host")
+    needs_command = not (args.list or args.attach or args.cancel or args.clean)
     if needs_command and not command:
         raise usage_error("no training command: add `-- PYTHON SCRIPT [ARGS...]`")
     spec = CaptureSpec(
@@ -191,6 +193,14 @@ def run_capture(argv: list[str]) -> int:
             return _print_runs(asyncio.run(session.list_runs(spec)), spec)
         if args.cancel:
             print(asyncio.run(session.cancel(spec, args.cancel)), file=sys.stderr)
+            return 0
+        if args.clean:
+            cleaned = asyncio.run(session.clean(spec))
+            for run_id, kib in cleaned:
+                print(f"{run_id}  {kib / 1024:,.1f} MB", file=sys.stderr)
+            total = sum(kib for _, kib in cleaned) / 1024
+            print(f"{spec.host}: deleted {len(cleaned)} run(s), {total:,.1f} MB; running and "
+                  "unfetched runs are kept", file=sys.stderr)
             return 0
         report = StderrReporter(args.verbose, len(spec.all_hosts()) > 1)
         if args.attach:

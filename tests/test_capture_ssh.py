@@ -91,9 +91,10 @@ def start_client(sshd, remote: Path, out: Path, sleep_ms: int, started: str, **p
     """A capture client left running in the background; returns it with the run and its pid
     once the job's log shows `started`."""
     argv = cli_argv(sshd, remote, out, "--device", "cpu", "--start-step", "100", *tiny("--sleep-ms", str(sleep_ms)))
+    before = set(run_dirs(remote))
     client = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
     try:
-        run = wait_for(lambda: next(iter(run_dirs(remote)), None), "the run folder")
+        run = wait_for(lambda: next((r for r in run_dirs(remote) if r not in before), None), "the run folder")
         pid = int(wait_for(lambda: (run / "pid").is_file() and (run / "pid").read_text().strip(), "the pid"))
         wait_for(lambda: started in (run / "log").read_text(), f"{started!r} in the log")
     except BaseException:
@@ -466,3 +467,29 @@ def test_one_host_failing_to_start_cancels_the_others(sshd, remote, tmp_path):
     wait_for(lambda: (run / "exit").is_file(), "the cancelled run's exit code", timeout=30)
     assert (run / "exit").read_text().strip() == "143" and (run / "cancelled").is_file()
     assert list(out.iterdir()) == []
+
+
+def test_clean_deletes_fetched_and_failed_runs_and_keeps_the_others(sshd, remote, tmp_path):
+    out = tmp_path / "captures"
+    fetched = cli(sshd, remote, out, "--device", "cpu", *tiny())
+    assert fetched.returncode == 0, fetched.stderr
+    failed = cli(sshd, remote, out, "--device", "cpu", "--", "no-such-python3", "t.py")
+    assert failed.returncode == 1  # stopped before launching: leaves no run
+    script = tmp_path / "failing.py"
+    script.write_text(FAILING)
+    crashed = cli(sshd, remote, out, "--device", "cpu", "--", sys.executable, str(script))
+    assert crashed.returncode == 1
+    client, running, pid = start_client(sshd, remote, out, 500, "step    0")
+    try:
+        client.kill()  # leave the job running, unfollowed
+        client.communicate()
+        before = {p.name for p in run_dirs(remote)}
+        assert len(before) == 3
+        res = cli(sshd, remote, out, "--clean")
+        assert res.returncode == 0, res.stderr
+        assert "deleted 2 run(s)" in res.stderr
+        assert {p.name for p in run_dirs(remote)} == {running.name}
+        assert group_alive(pid)
+        assert [p.name for p in out.iterdir()] and all(p.is_dir() for p in out.iterdir())  # local copies stay
+    finally:
+        cli(sshd, remote, out, "--cancel", running.name)
