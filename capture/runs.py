@@ -124,7 +124,8 @@ finish() {{ echo "$1" > "$RUN/exit.tmp"; mv "$RUN/exit.tmp" "$RUN/exit"; exit "$
 phase() {{ echo "$1" > "$RUN/phase"; printf 'NPUSCOPE {{"event": "phase", "phase": "%s"}}\\n' "$1" >> "$LOG"; }}
 trap 'say "the job was stopped by a signal"; finish 143' HUP INT TERM
 phase training
-cd {q(workdir)} || {{ say "cannot enter the working directory {workdir}"; finish 20; }}
+cd {q(workdir)} || {{ say "cannot enter the working directory "{q(workdir)}; finish 20; }}
+export PYTHONUNBUFFERED="${{PYTHONUNBUFFERED:-1}}"  # the log is followed live
 {exports}( {" ".join(q(a) for a in boot)} >> "$LOG" 2>&1; echo $? > "$RUN/rc.tmp"; mv "$RUN/rc.tmp" "$RUN/rc" ) &
 while [ ! -f "$RUN/rc" ]; do
 {captured}  sleep 0.5
@@ -140,7 +141,7 @@ def _export_step(spec: CaptureSpec) -> str:
     q = shlex.quote
     if spec.msprof:
         find = (f'M={q(spec.msprof)}\ncommand -v "$M" >/dev/null 2>&1 || '
-                f'{{ say "msprof not found: {spec.msprof} (check --msprof)"; finish 21; }}\n')
+                f'{{ say "msprof not found: "{q(spec.msprof)}" (check --msprof)"; finish 21; }}\n')
     else:
         find = (f"M={q(DEFAULT_MSPROF)}\n"
                 '[ -x "$M" ] || M=$(command -v msprof) || '

@@ -193,3 +193,21 @@ def test_probe_reads_a_tilde_workdir_as_the_remote_home(tmp_path):
     script = tmp_path / "probe.sh"
     script.write_text(text)
     assert subprocess.run(["sh", "-n", str(script)]).returncode == 0
+
+
+@pytest.mark.parametrize("case", ["workdir", "msprof"])
+def test_run_script_messages_quote_user_text(tmp_path, case):
+    """run.sh executed for real: its error messages carry user text verbatim, never run it."""
+    evil = "x\" $(touch PWNED) `touch PWNED` '"
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    workdir = str(tmp_path / evil) if case == "workdir" else str(tmp_path)
+    spec = CaptureSpec(host="h", command=("true", "train.py"), device="npu", msprof=str(tmp_path / evil))
+    (run_dir / "run.sh").write_text(run_script(spec, str(run_dir), str(tmp_path / "boot.py"), workdir))
+    subprocess.run(["sh", "run.sh"], cwd=run_dir, timeout=60, check=False)
+    log = (run_dir / "log").read_text()
+    expected = {"workdir": ("20", f"npuscope: cannot enter the working directory {workdir}"),
+                "msprof": ("21", f"npuscope: msprof not found: {tmp_path / evil} (check --msprof)")}[case]
+    assert (run_dir / "exit").read_text().strip() == expected[0]
+    assert expected[1] in log.splitlines()
+    assert not list(tmp_path.rglob("PWNED"))
