@@ -15,10 +15,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import secrets
 import tarfile
-import tempfile
+import threading
 from pathlib import Path
 
+from .runs import LOG_SNAPSHOT
 from .spec import CaptureError
 
 MANIFEST = "npuscope_capture.json"
@@ -28,14 +30,14 @@ _KEEP_DIRS = ("mindstudio_profiler_output", "ASCEND_PROFILER_OUTPUT")
 
 
 def is_exported(path: str) -> bool:
-    """True for a run-relative path (``out/...`` or ``log``) that is an exported result."""
-    if path == "log":
+    """True for a run-relative path (``out/...`` or the log's copy) that is an exported result."""
+    if path == LOG_SNAPSHOT:
         return True
     parts = path.split("/")
     if not parts or parts[0] != "out" or ".." in parts:
         return False
     name = parts[-1]
-    if parts[1:] == [MANIFEST]:
+    if parts[1:] == [MANIFEST] or (len(parts) == 3 and parts[1].startswith("rank_") and name == MANIFEST):
         return True
     if name.endswith(".paddle_trace.json") or name.startswith("info.json"):
         return True
@@ -61,22 +63,36 @@ def parse_listing(text: str) -> list[tuple[str, int]]:
 
 def local_name(path: str) -> str:
     """Where a run-relative path goes inside the capture folder."""
-    if path == "log":
+    if path == LOG_SNAPSHOT:
         return LOCAL_LOG
     return path.split("/", 1)[1]
 
 
 def staging_dir(out: Path, name: str) -> Path:
-    out.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f".{name}.partial-", dir=out))
+    """A new hidden folder in `out` (mode from the umask, unlike mkdtemp's 0700)."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for _ in range(100):
+            path = out / f".{name}.partial-{secrets.token_hex(4)}"
+            try:
+                path.mkdir()
+                return path
+            except FileExistsError:
+                continue
+    except OSError as exc:
+        raise CaptureError(f"{out}: cannot write the capture there: {exc.strerror or exc}") from None
+    raise CaptureError(f"{out}: cannot make a temporary folder")
 
 
-def unpack(tar_path: Path, dest: Path) -> int:
-    """Unpack the fetched tar into `dest` (run paths mapped by `local_name`); count the files."""
+def unpack(tar_path: Path, dest: Path, stop: threading.Event | None = None) -> int:
+    """Unpack the fetched tar into `dest` (run paths mapped by `local_name`); count the files.
+    `stop` set from another thread ends it between files."""
     count = 0
     try:
         with tarfile.open(tar_path, mode="r:") as tar:
             for member in tar:
+                if stop is not None and stop.is_set():
+                    break
                 if not member.isfile() or not is_exported(member.name):
                     continue
                 member.name = local_name(member.name)

@@ -39,6 +39,7 @@ EXIT_MESSAGES = {
     143: "the job was stopped",
 }
 MARK_EXIT = "NPUSCOPE_EXIT"
+LOG_SNAPSHOT = "log.fetch"  # the copy of the log that is fetched
 MARK_NO_RUN = "NPUSCOPE_NO_RUN"
 
 
@@ -68,6 +69,7 @@ cd {root_expr(spec.remote_root)} && echo "NPUSCOPE_ROOT $(pwd)"
 for tool in setsid tar tail find; do
   command -v "$tool" >/dev/null 2>&1 || echo "NPUSCOPE_MISSING $tool"
 done
+find . -maxdepth 0 -printf '' >/dev/null 2>&1 || echo "NPUSCOPE_MISSING GNU find (-printf)"
 cd
 {workdir}echo "NPUSCOPE_WORKDIR $(pwd)"
 {python}"""
@@ -110,10 +112,7 @@ def run_script(spec: CaptureSpec, run_dir: str, bootstrap: str, workdir: str) ->
     boot += ["--", script, *args]
     exports = "".join(f"export {k}={q(v)}\n" for k, v in spec.env)
     export_step = _export_step(spec) if spec.device == "npu" else ""
-    captured = (
-        '  grep -q \'"status": "captured"\' "$RUN/out/npuscope_capture.json" 2>/dev/null && break\n'
-        if spec.keep_running else ""
-    )
+    captured = "  captured && break\n" if spec.keep_running else ""
     return f"""# npuscope capture run (detached job); safe to delete once fetched
 RUN={q(run_dir)}
 LOG="$RUN/log"
@@ -123,6 +122,14 @@ say() {{ echo "npuscope: $*" >> "$LOG"; }}
 finish() {{ echo "$1" > "$RUN/exit.tmp"; mv "$RUN/exit.tmp" "$RUN/exit"; exit "$1"; }}
 phase() {{ echo "$1" > "$RUN/phase"; printf 'NPUSCOPE {{"event": "phase", "phase": "%s"}}\\n' "$1" >> "$LOG"; }}
 trap 'say "the job was stopped by a signal"; finish 143' HUP INT TERM
+captured() {{  # --keep-running: the window is on disk (every rank of a distributed launch)
+  grep -q '"status": "captured"' "$RUN/out/npuscope_capture.json" 2>/dev/null && return 0
+  set -- "$RUN"/out/rank_*
+  [ -d "$1" ] || return 1
+  for r in "$@"; do
+    grep -qE '"status": "(captured|ok|partial)"' "$r/npuscope_capture.json" 2>/dev/null || return 1
+  done
+}}
 phase training
 cd {q(workdir)} || {{ say "cannot enter the working directory "{q(workdir)}; finish 20; }}
 export PYTHONUNBUFFERED="${{PYTHONUNBUFFERED:-1}}"  # the log is followed live
@@ -173,11 +180,11 @@ def follow_script(run_dir: str) -> str:
 i=0; while [ ! -s pid ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
 touch log
 if [ -f exit ]; then cat log
-elif ! tail -n +1 -f --pid="$(cat pid)" log 2>/dev/null; then
-  # a tail without --pid (busybox): no live log, all of it at the end
+elif tail --help 2>&1 | grep -q -e --pid; then tail -n +1 -f --pid="$(cat pid)" log
+else  # a tail without --pid (busybox): no live log, all of it at the end
   while [ ! -f exit ] && kill -0 -"$(cat pid)" 2>/dev/null; do sleep 1; done; cat log
 fi
-echo "{MARK_EXIT} $(cat exit 2>/dev/null)"
+printf '\\n{MARK_EXIT} %s\\n' "$(cat exit 2>/dev/null)"  # after a last line without newline
 """
 
 
@@ -210,12 +217,14 @@ done
 
 
 def clean_script(root: str) -> str:
-    """Delete every run that has ended and was fetched, or failed; keep running and unfetched ones."""
+    """Delete every run that has ended and was fetched, or failed, or was lost (no exit code and
+    no process left); keep running and unfetched ones."""
     return f"""cd {root_expr(root)}/runs 2>/dev/null || exit 0
 for d in */; do
-  d=${{d%/}}; [ -f "$d/exit" ] || continue
-  p=$(cat "$d/pid" 2>/dev/null); [ -n "$p" ] && kill -0 -"$p" 2>/dev/null && continue
-  [ "$(cat "$d/exit")" = 0 ] && [ ! -f "$d/fetched" ] && continue
+  d=${{d%/}}; p=$(cat "$d/pid" 2>/dev/null)
+  [ -n "$p" ] || continue  # still starting
+  kill -0 -"$p" 2>/dev/null && continue  # running
+  [ "$(cat "$d/exit" 2>/dev/null)" = 0 ] && [ ! -f "$d/fetched" ] && continue  # not fetched yet
   kb=$(du -sk "$d" | cut -f1)
   rm -rf "$d" && printf 'NPUSCOPE_CLEANED\t%s\t%s\n' "$d" "$kb"
 done
@@ -247,6 +256,8 @@ class RunInfo:
             return "running" if self.alive else "lost"
         if self.exit != 0:
             return f"failed ({self.exit})"
+        if self.alive:  # --keep-running: captured, training goes on
+            return "fetched+run" if self.fetched else "captured+run"
         return "fetched" if self.fetched else "finished"
 
     @property
@@ -272,14 +283,17 @@ def parse_runs(text: str) -> list[RunInfo]:
 
 
 def listing_script(run_dir: str) -> str:
-    """Sizes and paths of what the job wrote, relative to the run folder."""
+    """Sizes and paths of what the job wrote, relative to the run folder. The log is copied
+    first: a job that goes on (--keep-running) keeps writing it while tar reads."""
     q = shlex.quote
-    return f"cd {q(run_dir)} && find out log -type f -printf '%s\\t%p\\n' 2>/dev/null; exit 0\n"
+    return (f"cd {q(run_dir)} && cp log {LOG_SNAPSHOT} 2>/dev/null; "
+            f"find out {LOG_SNAPSHOT} -type f -printf '%s\\t%p\\n' 2>/dev/null; exit 0\n")
 
 
 def tar_script(run_dir: str) -> str:
-    """A tar of the NUL-separated paths read from stdin, on stdout."""
-    return f"cd {shlex.quote(run_dir)} && tar cf - --null -T -\n"
+    """A tar of the NUL-separated paths read from stdin, on stdout. GNU tar's exit 1 only says
+    a file changed while it was read (a rank's manifest rewritten at the end of training)."""
+    return f"cd {shlex.quote(run_dir)} && {{ tar cf - --null -T -; rc=$?; [ $rc -le 1 ] || exit $rc; }}\n"
 
 
 def mark_fetched_script(run_dir: str, local: str) -> str:

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import re
 import secrets
 import shlex
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -24,6 +27,7 @@ from .fetch import claim_folder, discard, parse_listing, staging_dir, unpack
 from .runs import (
     EXIT_MESSAGES,
     MARK_EXIT,
+    LOG_SNAPSHOT,
     MARK_NO_RUN,
     RunInfo,
     bootstrap_name,
@@ -161,6 +165,8 @@ class HostRun:
                 if line.startswith(PREFIX):
                     self.on_progress(line[len(PREFIX):], errors)
                     continue
+                if not line:
+                    continue
                 if line.startswith("npuscope: "):
                     says.append(line[len("npuscope: "):])
                 tail.append(line)
@@ -221,7 +227,7 @@ class HostRun:
         self.phase("fetch", "listing the exported results")
         res = await self.transport.run(listing_script(self.run_dir))
         files = parse_listing(res.text)
-        wanted = [p for p, _ in files if p != "log"]
+        wanted = [p for p, _ in files if p != LOG_SNAPSHOT]
         if not wanted:
             raise CaptureError(f"{self.host}: the run left no exported results in {self.run_dir}/out")
         total = sum(size for _, size in files)
@@ -235,7 +241,7 @@ class HostRun:
         self.phase("fetch", f"fetching {len(files)} files ({total / 1e6:.1f} MB)")
         try:
             await self.transport.download(tar_script(self.run_dir), names, tar_path, progress)
-            count = await asyncio.to_thread(unpack, tar_path, dest)
+            count = await _in_thread(unpack, tar_path, dest)
         finally:
             tar_path.unlink(missing_ok=True)
         manifest = dest / "npuscope_capture.json"
@@ -248,6 +254,19 @@ class HostRun:
 
     async def mark_fetched(self, folder: Path) -> None:
         await self.transport.run(mark_fetched_script(self.run_dir, str(folder)), check=False)
+
+
+async def _in_thread(fn, *args):
+    """Run `fn(*args, stop=event)` in a thread; when cancelled, stop it and wait for it, so that
+    nothing is written after the caller has cleaned up."""
+    stop = threading.Event()
+    task = asyncio.ensure_future(asyncio.to_thread(fn, *args, stop=stop))
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        stop.set()
+        await asyncio.gather(task, return_exceptions=True)
+        raise
 
 
 def _q(text: str) -> str:
@@ -264,6 +283,9 @@ async def _collect(runs: list[HostRun], out: Path, name: str, emit: Emit) -> Out
         for run in runs:  # one connection at a time: fetches share the link
             await run.fetch(staging if len(runs) == 1 else staging / _safe(run.host))
         folder = claim_folder(staging, out, name)
+    except OSError as exc:  # the local disk: full, or the folder went away
+        discard(staging)
+        raise CaptureError(f"{out}: cannot write the fetched files: {exc.strerror or exc}") from None
     except BaseException:
         discard(staging)
         raise
@@ -280,6 +302,7 @@ def _safe(host: str) -> str:
 async def capture(spec: CaptureSpec, emit: Emit) -> Outcome:
     """Run the capture described by `spec` on every host; fetch into one new local folder."""
     spec = spec.check()
+    _writable(Path(spec.out).expanduser())  # before the job runs, not after
     runs = [HostRun(spec.for_host(h), new_run_id(), emit) for h in spec.all_hosts()]
     launched = await asyncio.gather(*(r.launch() for r in runs), return_exceptions=True)
     failed = [e for e in launched if isinstance(e, BaseException)]
@@ -297,6 +320,15 @@ async def capture(spec: CaptureSpec, emit: Emit) -> Outcome:
     return await _collect(runs, Path(spec.out).expanduser(), folder_name(spec.all_hosts(), runs[0].run_id), emit)
 
 
+def _writable(out: Path) -> None:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        if not os.access(out, os.W_OK | os.X_OK):
+            raise PermissionError(13, "permission denied")
+    except OSError as exc:
+        raise CaptureError(f"{out}: cannot write captures there: {exc.strerror or exc}", code=2) from None
+
+
 async def _all(coros) -> list:
     """Await every coroutine; on the first failure stop following the others and raise it."""
     tasks = [asyncio.ensure_future(c) for c in coros]
@@ -309,8 +341,19 @@ async def _all(coros) -> list:
         raise
 
 
+RUN_ID = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{4}$")
+
+
+def check_run_id(run_id: str) -> str:
+    if not RUN_ID.match(run_id):
+        raise CaptureError(f"not a run id: {run_id!r} (like 20261129-143000-ab12; --list shows them)", code=2)
+    return run_id
+
+
 async def attach(spec: CaptureSpec, run_id: str, emit: Emit) -> Outcome:
     """Follow a run started earlier (on spec.host) to its end and fetch it."""
+    check_run_id(run_id)
+    _writable(Path(spec.out).expanduser())
     run = HostRun(spec.for_host(spec.host), run_id, emit)
     await run.resolve()
     record = await _record(run)
@@ -348,6 +391,7 @@ async def clean(spec: CaptureSpec) -> list[tuple[str, int]]:
 
 async def cancel(spec: CaptureSpec, run_id: str) -> str:
     """Stop a run's whole process group on its host; one line saying what happened."""
+    check_run_id(run_id)
     run = HostRun(spec.for_host(spec.host), run_id, lambda e: None)
     await run.resolve()
     text = (await run.transport.run(cancel_script(run.run_dir))).text

@@ -1,8 +1,9 @@
 """How commands reach a training host: the system OpenSSH client, or this machine for `local`.
 
 Every remote command is a POSIX `sh` script passed as one `shlex.quote`d argument of `sh -c`, so
-the user's login shell (bash, zsh, fish) only ever sees one quoted word, and every piece of user
-text inside the script is quoted too (see `runs.py`).
+the user's login shell only ever sees one quoted word, and every piece of user text inside the
+script is quoted too (see `runs.py`). That word follows POSIX quoting: the login shell must be
+POSIX-like (bash, zsh, ksh, dash); fish and tcsh read quotes and newlines differently.
 
 OpenSSH runs with BatchMode (it never waits for a password), strict host key checking (an
 unknown or changed key is refused; `accept_new_host_key` allows OpenSSH's `accept-new`) and the
@@ -138,8 +139,8 @@ class Transport:
             while True:
                 try:
                     raw = await proc.stdout.readline()
-                except ValueError:  # a line over LINE_LIMIT: take what is buffered
-                    raw = await proc.stdout.read(LINE_LIMIT)
+                except ValueError:  # a line over LINE_LIMIT: the reader dropped what it held
+                    raw = b"[npuscope: a log line over 1 MiB was cut here]\n"
                 if not raw:
                     break
                 yield raw.decode("utf-8", "replace").rstrip("\r\n")

@@ -332,7 +332,8 @@ def test_msprof_missing_and_no_prof_folder(sshd, remote, tmp_path, fakes):
 def test_bad_arguments_exit_2_without_connecting(sshd, remote, tmp_path):
     out = tmp_path / "captures"
     out.mkdir()
-    for args in (["--env", "1BAD=x", *tiny()], ["--steps", "0", *tiny()], [], ["--", sys.executable]):
+    for args in (["--env", "1BAD=x", *tiny()], ["--steps", "0", *tiny()], [], ["--", sys.executable],
+                 ["--out", "/proc/npuscope-nope/captures", *tiny()], ["--attach", "../.."]):
         res = cli(sshd, remote, out, *args)
         assert res.returncode == 2, (args, res.stderr)
         assert res.stderr.strip() and "Traceback" not in res.stderr
@@ -493,3 +494,38 @@ def test_clean_deletes_fetched_and_failed_runs_and_keeps_the_others(sshd, remote
         assert [p.name for p in out.iterdir()] and all(p.is_dir() for p in out.iterdir())  # local copies stay
     finally:
         cli(sshd, remote, out, "--cancel", running.name)
+
+
+def test_keep_running_with_a_distributed_launch_fetches_every_rank_while_training_goes_on(sshd, remote, tmp_path):
+    out = tmp_path / "captures"
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    res = cli(sshd, remote, out, "--device", "cpu", "--start-step", "20", "--keep-running", "--workdir", str(workdir),
+              "--", sys.executable, "-m", "paddle.distributed.launch", "--nproc_per_node", "2",
+              str(TINY), "--steps", "4000", "--batch-size", "8", "--sleep-ms", "50")
+    assert res.returncode == 0, res.stderr
+    folder = Path(res.stdout.strip().splitlines()[-1])
+    for rank in ("0", "1"):
+        assert list((folder / f"rank_{rank}").glob("*.paddle_trace.json"))
+        assert json.loads((folder / f"rank_{rank}" / "npuscope_capture.json").read_text())["status"] == "captured"
+    (run,) = run_dirs(remote)
+    pid = int((run / "pid").read_text())
+    assert group_alive(pid)
+    listed = cli(sshd, remote, out, "--list")
+    assert f"{run.name}  fetched+run" in listed.stdout, listed.stdout
+    assert len(processes_in(workdir)) >= 3  # the launcher and two workers train on
+    assert cli(sshd, remote, out, "--cancel", run.name).returncode == 0
+    wait_for(lambda: not group_alive(pid), "the launcher to stop", timeout=30)
+    # Paddle starts each worker in a session of its own: the launcher must have stopped them too
+    wait_for(lambda: not processes_in(workdir), "the workers to stop", timeout=30)
+
+
+def processes_in(folder: Path) -> list[int]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and os.readlink(proc / "cwd") == str(folder):
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found

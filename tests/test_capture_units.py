@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import subprocess
 import sys
 import tarfile
@@ -22,7 +23,10 @@ SPEC = CaptureSpec(host="h", command=("python", "train.py"), device="cpu")
 @pytest.mark.parametrize(
     "path, fetched",
     [
-        ("log", True),
+        ("log.fetch", True),
+        ("log", False),
+        ("out/rank_1/npuscope_capture.json", True),
+        ("out/rank_1/deeper/npuscope_capture.json", False),
         ("out/npuscope_capture.json", True),
         ("out/host_vmpid_1_time_x.paddle_trace.json", True),
         ("out/a/PROF_1/mindstudio_profiler_output/op_summary_1.csv", True),
@@ -45,9 +49,9 @@ def test_only_exported_results_are_fetched(path, fetched):
 
 
 def test_listing_keeps_exported_files_with_sizes():
-    text = "12\tlog\n4096\tout/a/PROF_1/device_0/data/raw\n77\tout/t.paddle_trace.json\nbad line\n"
-    assert parse_listing(text) == [("log", 12), ("out/t.paddle_trace.json", 77)]
-    assert local_name("log") == "npuscope_capture.log"
+    text = "12\tlog.fetch\n4096\tout/a/PROF_1/device_0/data/raw\n77\tout/t.paddle_trace.json\nbad line\n"
+    assert parse_listing(text) == [("log.fetch", 12), ("out/t.paddle_trace.json", 77)]
+    assert local_name("log.fetch") == "npuscope_capture.log"
     assert local_name("out/a/b.csv") == "a/b.csv"
 
 
@@ -156,10 +160,12 @@ def test_probe_and_runs_parsing():
         'NPUSCOPE_RUN\t2\t\t1\ttraining\t0\t{"spec": {"command": ["python", "t.py"]}}\n'
         "NPUSCOPE_RUN\t1\t0\t0\tdone\t1\t{}\n"
         "NPUSCOPE_RUN\t3\t143\t0\ttraining\t0\tnot json\n"
+        "NPUSCOPE_RUN\t4\t0\t1\tdone\t1\t{}\n"
         "noise\n"
     )
-    assert [(r.id, r.state) for r in runs] == [("3", "failed (143)"), ("2", "running"), ("1", "fetched")]
-    assert runs[1].command == "python t.py"
+    assert [(r.id, r.state) for r in runs] == [("4", "fetched+run"), ("3", "failed (143)"), ("2", "running"),
+                                               ("1", "fetched")]
+    assert runs[2].command == "python t.py"
 
 
 def test_folder_names():
@@ -211,3 +217,61 @@ def test_run_script_messages_quote_user_text(tmp_path, case):
     assert (run_dir / "exit").read_text().strip() == expected[0]
     assert expected[1] in log.splitlines()
     assert not list(tmp_path.rglob("PWNED"))
+
+
+def test_unpack_stops_between_files_when_asked(tmp_path):
+    import threading
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for i in range(3):
+            info = tarfile.TarInfo(f"out/{i}.paddle_trace.json")
+            info.size = 2
+            tar.addfile(info, io.BytesIO(b"{}"))
+    archive = tmp_path / "f.tar"
+    archive.write_bytes(buf.getvalue())
+    stop = threading.Event()
+    stop.set()
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    assert unpack(archive, dest, stop) == 0 and list(dest.iterdir()) == []
+
+
+def test_staging_folder_follows_the_umask(tmp_path):
+    old = os.umask(0o022)
+    try:
+        staging = staging_dir(tmp_path / "captures", "h-1")
+    finally:
+        os.umask(old)
+    assert staging.name.startswith(".h-1.partial-") and (staging.stat().st_mode & 0o777) == 0o755
+
+
+def test_run_ids_are_checked_before_anything_runs():
+    import asyncio
+
+    from npuscope.capture.session import attach, cancel
+
+    spec = CaptureSpec(host="local", command=())
+    for bad in ("../..", "20261129-143000-ab12/../x", "x"):
+        for call in (attach(spec, bad, lambda e: None), cancel(spec, bad)):
+            with pytest.raises(CaptureError) as info:
+                asyncio.run(call)
+            assert info.value.code == 2 and "not a run id" in str(info.value)
+
+
+def test_follow_reads_the_exit_code_after_a_log_without_final_newline(tmp_path):
+    """The job's last line may lack its newline (a progress bar's \\r): the exit code still reads."""
+    import asyncio
+
+    from npuscope.capture.session import HostRun
+
+    run_dir = tmp_path / "runs" / "20261129-143000-ab12"
+    run_dir.mkdir(parents=True)
+    (run_dir / "pid").write_text("999999999\n")
+    (run_dir / "log").write_text("step 1\nepoch 5/10\r")
+    (run_dir / "exit").write_text("0\n")
+    events = []
+    run = HostRun(CaptureSpec(host="local", command=()), run_dir.name, events.append)
+    run.root, run.run_dir = str(tmp_path), str(run_dir)
+    asyncio.run(run.follow())  # raises when the exit code is lost
+    assert [e.text for e in events if e.kind == "log"] == ["step 1", "epoch 5/10"]
