@@ -251,21 +251,16 @@ def test_failing_training_shows_reason_and_log_tail(sshd, remote, tmp_path):
     assert not out.exists() or list(out.iterdir()) == []
 
 
-def test_command_not_found(sshd, remote, tmp_path):
+@pytest.mark.parametrize("args, message", [
+    (["--device", "cpu", "--", "no-such-python3", "train.py"], "command not found: no-such-python3"),
+    (["--device", "npu", *tiny()], "no NPU custom device"),  # a real Paddle without the NPU plugin
+])
+def test_job_that_cannot_run_says_why(sshd, remote, tmp_path, args, message):
     out = tmp_path / "captures"
     out.mkdir()
-    res = cli(sshd, remote, out, "--device", "cpu", "--", "no-such-python3", "train.py")
+    res = cli(sshd, remote, out, *args)
     assert res.returncode == 1
-    assert "command not found: no-such-python3" in res.stderr
-    assert list(out.iterdir()) == []
-
-
-def test_npu_on_a_host_without_npu_says_so(sshd, remote, tmp_path):
-    out = tmp_path / "captures"
-    out.mkdir()
-    res = cli(sshd, remote, out, "--device", "npu", *tiny())
-    assert res.returncode == 1
-    assert "no NPU custom device" in res.stderr
+    assert message in res.stderr
     assert list(out.iterdir()) == []
 
 

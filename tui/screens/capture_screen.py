@@ -422,14 +422,8 @@ class CaptureScreen(Screen):
 
     @work(exclusive=True, group="runs", exit_on_error=False, description="list runs")
     async def _list_runs(self, host: str) -> None:
-        spec = self.host_spec(host)
-        try:
-            runs = await session.list_runs(spec)
-        except CaptureError as exc:
-            self.set_status(str(exc), error=True)
-            return
-        except Exception as exc:
-            self.set_status(f"cannot list the runs: {type(exc).__name__}: {exc}", error=True)
+        runs = await self._ask(session.list_runs(self.host_spec(host)), "cannot list the runs")
+        if runs is None:
             return
         self._runs, self._runs_host = runs, host
         options = self.query_one("#runs", OptionList)
@@ -472,19 +466,23 @@ class CaptureScreen(Screen):
 
     @work(group="cancel", exit_on_error=False, description="cancel run")
     async def _cancel(self, host: str, run_id: str) -> None:
-        spec = self.host_spec(host)
-        try:
-            line = await session.cancel(spec, run_id)
-        except CaptureError as exc:
-            self.set_status(str(exc), error=True)
-            return
-        except Exception as exc:
-            self.set_status(f"cannot cancel: {type(exc).__name__}: {exc}", error=True)
+        line = await self._ask(session.cancel(self.host_spec(host), run_id), "cannot cancel")
+        if line is None:
             return
         self.log_widget.write_line(f"── {line} ──")
         self.set_status(line)
         if self.query_one("#runs", OptionList).display:
             self._list_runs(host)
+
+    async def _ask(self, call, what: str):
+        """Await a short remote call; on failure show one line and return None."""
+        try:
+            return await call
+        except CaptureError as exc:
+            self.set_status(str(exc), error=True)
+        except Exception as exc:  # anything unexpected: one line, never a traceback
+            self.set_status(f"{what}: {type(exc).__name__}: {exc}", error=True)
+        return None
 
     # ---------------------------------------------------------------- leaving
     def action_close(self) -> None:
