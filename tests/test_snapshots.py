@@ -33,3 +33,14 @@ def test_finding_detail(snap_compare):
         await pilot.pause()
 
     assert snap_compare(_app(), terminal_size=(120, 40), run_before=open_detail)
+
+
+def test_capture_screen(snap_compare, tmp_path, monkeypatch):
+    monkeypatch.setenv("NPUSCOPE_CONFIG_DIR", str(tmp_path))  # no remembered host
+
+    async def open_capture(pilot) -> None:
+        await _loaded(pilot)
+        await pilot.press("c")
+        await pilot.pause()
+
+    assert snap_compare(_app(), terminal_size=(120, 40), run_before=open_capture)
