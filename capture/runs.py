@@ -163,6 +163,16 @@ done < "$RUN/prof.list"
 """
 
 
+def upload_script(root: str) -> str:
+    """Unpack the tar on stdin (bootstrap, run.sh, run.json) into ROOT."""
+    return f"cd {shlex.quote(root)} && tar xf -\n"
+
+
+def record_script(run_dir: str) -> str:
+    """The run's run.json, or nothing."""
+    return f"cat {shlex.quote(run_dir)}/run.json 2>/dev/null; exit 0\n"
+
+
 def launch_script(run_dir: str) -> str:
     """Start run.sh detached and print its pid once it has written it."""
     q = shlex.quote
@@ -263,6 +273,10 @@ class RunInfo:
     @property
     def command(self) -> str:
         return " ".join(self.record.get("spec", {}).get("command", []))
+
+    def label(self) -> str:
+        """One line for listings: id, state, phase, command."""
+        return f"{self.id}  {self.state:<12} {self.phase or '-':<9} {self.command}"
 
 
 def parse_runs(text: str) -> list[RunInfo]:

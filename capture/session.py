@@ -14,12 +14,11 @@ import json
 import os
 import re
 import secrets
-import shlex
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import bootstrap_source
@@ -42,8 +41,10 @@ from .runs import (
     parse_probe,
     parse_runs,
     probe_script,
+    record_script,
     run_script,
     tar_script,
+    upload_script,
 )
 from .spec import CaptureError, CaptureSpec
 from .transport import Transport, transport_for
@@ -71,7 +72,6 @@ Emit = Callable[[Event], None]
 class Outcome:
     folder: Path
     runs: tuple[tuple[str, str], ...]  # (host, run id)
-    manifests: dict = field(default_factory=dict)  # host -> the bootstrap's manifest
 
 
 def new_run_id() -> str:
@@ -80,7 +80,7 @@ def new_run_id() -> str:
 
 def folder_name(hosts: tuple[str, ...], run_id: str) -> str:
     stamp = run_id.rsplit("-", 1)[0]
-    first = hosts[0].split("@")[-1].replace("/", "_").replace(":", "_")
+    first = _safe(hosts[0].split("@")[-1])
     return f"{first}-{stamp}" if len(hosts) == 1 else f"{first}+{len(hosts) - 1}-{stamp}"
 
 
@@ -96,7 +96,6 @@ class HostRun:
         self.root = ""
         self.run_dir = ""
         self.start = spec.start_step
-        self.manifest: dict = {}
 
     def phase(self, name: str, text: str = "") -> None:
         self.emit(Event("phase", self.host, phase=name, text=text))
@@ -132,7 +131,7 @@ class HostRun:
             f"runs/{self.run_id}/run.sh": run_script(self.spec, self.run_dir, f"{self.root}/{boot}", probe.workdir),
             f"runs/{self.run_id}/run.json": json.dumps(record) + "\n",
         }
-        res = await self.transport.run(f"cd {_q(self.root)} && tar xf -\n", stdin=files_tar(files))
+        res = await self.transport.run(upload_script(self.root), stdin=files_tar(files))
         if res.code != 0:
             raise CaptureError(f"{self.host}: upload failed: {_last(res.stderr_lines())}")
         self.phase("launch", f"starting run {self.run_id}")
@@ -223,7 +222,7 @@ class HostRun:
         return what + EXIT_MESSAGES.get(code, f"the job failed with exit code {code}")
 
     # --- fetch ---------------------------------------------------------------------------------
-    async def fetch(self, dest: Path) -> int:
+    async def fetch(self, dest: Path) -> None:
         self.phase("fetch", "listing the exported results")
         res = await self.transport.run(listing_script(self.run_dir))
         files = parse_listing(res.text)
@@ -241,16 +240,9 @@ class HostRun:
         self.phase("fetch", f"fetching {len(files)} files ({total / 1e6:.1f} MB)")
         try:
             await self.transport.download(tar_script(self.run_dir), names, tar_path, progress)
-            count = await _in_thread(unpack, tar_path, dest)
+            await _in_thread(unpack, tar_path, dest)
         finally:
             tar_path.unlink(missing_ok=True)
-        manifest = dest / "npuscope_capture.json"
-        if manifest.is_file():
-            try:
-                self.manifest = json.loads(manifest.read_text())
-            except ValueError:
-                self.manifest = {}
-        return count
 
     async def mark_fetched(self, folder: Path) -> None:
         await self.transport.run(mark_fetched_script(self.run_dir, str(folder)), check=False)
@@ -267,10 +259,6 @@ async def _in_thread(fn, *args):
         stop.set()
         await asyncio.gather(task, return_exceptions=True)
         raise
-
-
-def _q(text: str) -> str:
-    return shlex.quote(text)
 
 
 def _last(lines: list[str]) -> str:
@@ -292,7 +280,7 @@ async def _collect(runs: list[HostRun], out: Path, name: str, emit: Emit) -> Out
     for run in runs:
         await run.mark_fetched(folder)
     emit(Event("phase", runs[0].host, phase="open", text=str(folder)))
-    return Outcome(folder, tuple((r.host, r.run_id) for r in runs), {r.host: r.manifest for r in runs})
+    return Outcome(folder, tuple((r.host, r.run_id) for r in runs))
 
 
 def _safe(host: str) -> str:
@@ -371,7 +359,7 @@ def _follow_fields(saved: dict) -> dict:
 
 
 async def _record(run: HostRun) -> dict:
-    res = await run.transport.run(f"cat {_q(run.run_dir)}/run.json 2>/dev/null; exit 0\n")
+    res = await run.transport.run(record_script(run.run_dir))
     try:
         return json.loads(res.text.splitlines()[0]) if res.text.strip() else {}
     except ValueError:

@@ -236,7 +236,6 @@ def _print_runs(runs, spec: CaptureSpec) -> int:
     if not runs:
         print(f"no runs on {spec.host}", file=sys.stderr)
         return 0
-    width = max(len(r.id) for r in runs)
     for r in runs:
-        print(f"{r.id:<{width}}  {r.state:<12} {r.phase or '-':<9} {r.command}")
+        print(r.label())
     return 0

@@ -104,10 +104,6 @@ def _whole(what: str, text) -> int:
         raise usage_error(f"{what}: not a whole number: {str(text).strip()!r}") from None
 
 
-def run_label(run: RunInfo) -> str:
-    return f"{run.id}  {run.state:<11} {run.phase or '-':<9} {run.command}"
-
-
 class CaptureScreen(Screen):
     BINDINGS = [
         Binding("ctrl+s", "start", "Start"),
@@ -429,7 +425,7 @@ class CaptureScreen(Screen):
         options = self.query_one("#runs", OptionList)
         options.clear_options()
         # Commands come from the host: plain text, never markup.
-        options.add_options([Option(Content(run_label(r)), id=r.id) for r in runs])
+        options.add_options([Option(Content(r.label()), id=r.id) for r in runs])
         options.display = bool(runs)
         if not runs:
             self.set_status(f"no runs on {host} (in {self.remote_root})")
