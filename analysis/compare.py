@@ -236,7 +236,7 @@ def _card_totals(profile: Profile, tasks: pl.DataFrame, cards: tuple[str, ...]) 
         else:  # no tasks (a lone op_statistic): compute is what op_statistic sums
             v["compute_us"] = float(stat_total.get(card, 0.0) or 0.0)
         v["device_us"] = v["compute_us"] + v["communication_us"]
-        v["span_us"] = profile.span_ns(card) / 1000
+        v["span_us"] = (profile.span_ns(card) or 0) / 1000  # 0: start times unusable
         out[card] = v
     return out
 

@@ -59,11 +59,17 @@ def diagnose(
         tasks = tasks.filter(pl.col("card").is_in(list(cards)))
     use_cache = cache is not None and cache.enabled and bool(profile.files)
     extra = [ANALYSIS_VERSION, asdict(th), list(wanted), profile.capture.name]
-    if use_cache:
+    if profile.time_problem is not None:
+        # Waits from damaged start times would be attributed to whatever lies in a fake gap.
+        tasks = tasks.with_columns(pl.lit(None, dtype=pl.String).alias(c) for c in CAUSE_COLUMNS)
+    elif use_cache:
         causes = cache.load_or_build(
             "wait_causes", profile.files,
             lambda: attribute_waits(tasks, profile.events, th, profile.steps).select(CAUSE_COLUMNS),
             extra,
+            # One cause per task, as text; anything else would not line up with the tasks.
+            schema=lambda f: f.height == tasks.height and f.columns == list(CAUSE_COLUMNS)
+            and all(t == pl.String for t in f.dtypes),
         )
         tasks = tasks.with_columns(causes)
     else:
@@ -79,9 +85,12 @@ def diagnose(
             found = _findings(profile, tasks, wanted, th, compile_events)
             return pl.DataFrame({"findings": [orjson.dumps([f.to_dict() for f in found]).decode()]})
 
-        stored = cache.load_or_build("findings", profile.files, run_rules, extra)
+        stored = cache.load_or_build(
+            "findings", profile.files, run_rules, extra,
+            schema=lambda f: f.height == 1 and f.schema == {"findings": pl.String} and _stored(f) is not None,
+        )
         cache.start_writes()
-        findings = [Finding.from_dict(d) for d in orjson.loads(stored["findings"][0])]
+        findings = _stored(stored)
     else:
         findings = _findings(profile, tasks, wanted, th, compile_events)
     return Diagnosis(
@@ -91,6 +100,11 @@ def diagnose(
         cards=tuple(wanted),
         compile_events=compile_events,
     )
+
+
+def _stored(frame: pl.DataFrame) -> list[Finding]:
+    """The findings of a cached one-cell frame (JSON)."""
+    return [Finding.from_dict(d) for d in orjson.loads(frame["findings"][0])]
 
 
 def _findings(
@@ -108,6 +122,7 @@ def _findings(
             compile_events=compile_events.get(card, 0) + compile_events.get("host", 0),
             statistic_derived=profile.statistic_derived,
             pmu=bool(profile.pmu_columns),
+            time_problem=profile.time_problem,
         )
         for rule in RULES:
             findings.extend(rule(d, th))

@@ -11,6 +11,7 @@ from typing import Any
 import polars as pl
 
 from npuscope.parsers import Profile
+from npuscope.parsers.frames import is_communication
 
 from .diagnose import Diagnosis
 
@@ -37,13 +38,22 @@ def _top(frame: pl.DataFrame, by: str, n: int) -> pl.DataFrame:
 
 
 def card_summary(profile: Profile, tasks: pl.DataFrame, card: str) -> dict[str, Any]:
-    t = tasks.select("card", "op_type", "duration_us", "wait_us").filter(pl.col("card") == card)
+    """Tasks, compute (operator tasks), communication, wait and span of one card.
+
+    Compute leaves communication out (a collective's duration includes waiting for the
+    other ranks); the span is None when the start times cannot be trusted.
+    """
+    t = tasks.select("card", "op_type", "task_type", "duration_us", "wait_us").filter(pl.col("card") == card)
+    comm = t.filter(is_communication())
+    compute = t.filter(~is_communication())
+    span = profile.span_ns(card)
     return {
         "tasks": t.height,
-        "compute_us": round(float(t["duration_us"].sum() or 0.0), 3),
+        "compute_us": round(float(compute["duration_us"].sum() or 0.0), 3),
+        "communication_us": round(float(comm["duration_us"].sum() or 0.0), 3),
         "wait_us": round(float(t["wait_us"].sum() or 0.0), 3),
-        "span_us": round(profile.span_ns(card) / 1000, 3),
-        "op_types": int(t["op_type"].n_unique()) if t.height else 0,
+        "span_us": None if span is None else round(span / 1000, 3),
+        "op_types": int(compute["op_type"].n_unique()) if compute.height else 0,
     }
 
 
@@ -81,6 +91,10 @@ def build_report(profile: Profile, diagnosis: Diagnosis, *, top: int = 10) -> di
             "era": profile.era,
             "capture": profile.capture.name,
             "files": [str(p) for p in profile.files],
+            "export": profile.source_kind,
+            "skipped_rows": profile.skipped_rows,
+            "time_problem": profile.time_problem,
+            "notes": list(profile.notes),
         },
         "thresholds": {k: getattr(diagnosis.thresholds, k) for k in diagnosis.thresholds.__dataclass_fields__},
         "cards": cards,
@@ -146,6 +160,8 @@ def render(report: dict[str, Any], fmt: str) -> str:
     src = report["source"]
     out.append(("# npuscope report: " if md else "npuscope report: ") + src["capture"])
     out.append(f"{src['path']}  ({src['layout']}, {src['era']})")
+    for note in src.get("notes", []):
+        out.append(("- note: " if md else "note: ") + note)
     spread = report.get("card_spread")
     if spread and len(spread["cards"]) > 1:
         out += ["", "## Cards" if md else "== cards =="] + spread_lines(spread, md, report["top"])
@@ -153,9 +169,11 @@ def render(report: dict[str, Any], fmt: str) -> str:
         s = card["summary"]
         out.append("")
         out.append(("## " if md else "== ") + f"card {card['card']}" + ("" if md else " =="))
+        span = "unavailable" if s["span_us"] is None else f"{s['span_us']:,.1f} us"
+        comm = f", communication {s['communication_us']:,.1f} us" if s.get("communication_us") else ""
         out.append(
-            f"{s['tasks']:,} tasks, {s['op_types']:,} op types; compute {s['compute_us']:,.1f} us, "
-            f"wait {s['wait_us']:,.1f} us, span {s['span_us']:,.1f} us"
+            f"{s['tasks']:,} tasks, {s['op_types']:,} op types; compute {s['compute_us']:,.1f} us"
+            f"{comm}, wait {s['wait_us']:,.1f} us, span {span}"
         )
         out.append("")
         out.append("### Findings" if md else "Findings (by time at stake)")

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 import polars as pl
 
-from npuscope.parsers.columns import COMMUNICATION_TASK_TYPES
+from npuscope.parsers.columns import COMMUNICATION_TASK_TYPES, UNKNOWN
+from npuscope.parsers.frames import is_communication
 
 from .findings import EVIDENCE_FIELDS, Finding
 from .thresholds import Thresholds
@@ -71,10 +73,16 @@ class CardData:
     compile_events: int
     statistic_derived: bool
     pmu: bool
+    time_problem: str | None = None  # start times unusable: no spans, no wait causes
 
-    @property
+    @cached_property
+    def compute(self) -> pl.DataFrame:
+        """Operator tasks: collectives are judged by communication analysis, not these rules."""
+        return self.tasks.filter(~is_communication())
+
+    @cached_property
     def compute_us(self) -> float:
-        return float(self.tasks["duration_us"].sum() or 0.0)
+        return float(self.compute["duration_us"].sum() or 0.0)
 
     @property
     def wait_us(self) -> float:
@@ -107,7 +115,8 @@ def _names(rows: pl.DataFrame, op_type: str, limit: int = 5) -> tuple[str, ...]:
 
 def dominant_op_type(d: CardData, th: Thresholds) -> list[Finding]:
     out = []
-    big = d.stat.filter(pl.col("ratio_pct") >= th.dominant_ratio_pct)
+    # An unknown type (torch_npu Level0) is every op at once: its share says nothing.
+    big = d.stat.filter((pl.col("ratio_pct") >= th.dominant_ratio_pct) & (pl.col("op_type") != UNKNOWN))
     for row in big.iter_rows(named=True):
         matrix = bool(re.match(MATRIX_TYPES, row["op_type"] or "")) and row["core_type"] in MATRIX_CORES
         of_type = d.tasks.filter(pl.col("op_type") == row["op_type"])
@@ -158,15 +167,21 @@ def _duration_findings(
 
 def long_task(d: CardData, th: Thresholds) -> list[Finding]:
     return _duration_findings(
-        d, th, d.tasks.filter(pl.col("duration_us") > th.long_task_us), "long_task",
-        lambda op_type, n, rows: f"{n} {op_type} task(s) longer than {th.long_task_us:g} us",
+        d, th, d.compute.filter(pl.col("duration_us") > th.long_task_us), "long_task",
+        lambda op_type, n, rows: f"{n:,} {_kind(op_type)} longer than {th.long_task_us:g} us",
         f"Task Duration > {th.long_task_us:g} us",
     )
 
 
+def _kind(op_type: str) -> str:
+    """`MatMulV3 task(s)`, or `task(s) of unknown type` where the capture has no types."""
+    return "task(s) of unknown type" if op_type == UNKNOWN else f"{op_type} task(s)"
+
+
 def duration_outlier(d: CardData, th: Thresholds) -> list[Finding]:
     flagged = d.stat.filter(
-        (pl.col("count") >= th.outlier_min_calls)
+        (pl.col("op_type") != UNKNOWN)
+        & (pl.col("count") >= th.outlier_min_calls)
         & (pl.col("max_us") >= th.outlier_max_over_avg * pl.col("avg_us"))
         & (pl.col("avg_us") > 0)
     )
@@ -222,11 +237,12 @@ def _wait_findings(d: CardData, th: Thresholds, cause: str, rule: str, title: st
         extra = ""
         if rule == "recompilation" and d.compile_events:
             extra = f"; {d.compile_events} aclopCompileAndExecute calls on the host"
+        shown = op_type if op_type != UNKNOWN else ", ".join(_names(rows, op_type, 2))
         out.append(
             Finding(
                 rule=rule,
                 severity="warning",
-                title=title.format(n=n, op_type=op_type, total=total) + extra,
+                title=title.format(n=n, op_type=shown, total=total) + extra,
                 card=d.card,
                 op_types=(op_type,),
                 op_names=_names(rows, op_type),
@@ -327,6 +343,10 @@ def dynamic_shape(d: CardData, th: Thresholds) -> list[Finding]:
 
 def data_gaps(d: CardData, th: Thresholds) -> list[Finding]:
     gaps = []
+    if d.time_problem is not None:
+        gaps.append(d.time_problem)
+    if d.tasks.height and not (d.compute["op_type"] != UNKNOWN).any() and d.compute.height:
+        gaps.append("no op types (torch_npu Level0): findings by op type cannot be made")
     if not d.has_timeline:
         gaps.append("no timeline: wait causes are only suspected, host-side ops cannot be shown")
     if d.tasks.height and d.tasks["op_state"].null_count() == d.tasks.height:

@@ -21,6 +21,17 @@ def _add_source_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", nargs="?", help="profile folder or file (default: the bundled demo)")
     parser.add_argument("--capture", help="which capture to open when PATH holds several (name or index)")
     parser.add_argument("--no-cache", action="store_true", help="parse from scratch and write no cache entry")
+    parser.add_argument(
+        "--strict", action="store_true",
+        help="refuse a file with damaged rows (fewer fields than its header) instead of skipping them",
+    )
+    parser.add_argument(
+        "--source", choices=("auto", "text", "db"), default="auto",
+        help="when a capture has both, read its text export or its db export (default auto: the db)",
+    )
+    parser.add_argument(
+        "--no-timeline", action="store_true", help="skip the timeline (faster on GB timelines)"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,9 +49,6 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     _add_source_args(inspect)
-    inspect.add_argument(
-        "--no-timeline", action="store_true", help="skip the timeline JSON (faster on GB timelines)"
-    )
     report = sub.add_parser(
         "report",
         help="diagnose a profile: findings, op statistics, longest tasks and waits",
@@ -201,10 +209,12 @@ def run_explorer(args: argparse.Namespace) -> int:
     except ProfileError as exc:
         print(f"npuscope: {exc}", file=sys.stderr)
         return 2
+    from npuscope.parsers import ReadOptions
     from npuscope.tui.app import NpuscopeApp
 
     app = NpuscopeApp(
-        path, capture=args.capture, cache=not args.no_cache, thresholds=thresholds, compare_with=compare_with
+        path, capture=args.capture, cache=not args.no_cache, thresholds=thresholds, compare_with=compare_with,
+        read=ReadOptions(strict=args.strict, source=args.source, timeline=not args.no_timeline),
     )
     app.run()
     if app.error_message:

@@ -30,7 +30,8 @@ def _rel(path: Path, root: Path) -> str:
 
 def run_inspect(args: argparse.Namespace) -> int:
     with profile_for_command(
-        args.path, capture=args.capture, no_cache=args.no_cache, timeline=not args.no_timeline
+        args.path, capture=args.capture, no_cache=args.no_cache, timeline=not args.no_timeline,
+        strict=args.strict, source=args.source,
     ) as prof:
         _print(prof, args)
     return 0
@@ -38,6 +39,8 @@ def run_inspect(args: argparse.Namespace) -> int:
 
 def _print(prof, args: argparse.Namespace) -> None:
     import polars as pl
+
+    from npuscope.parsers.frames import is_communication
 
     out = sys.stdout.write
     root = prof.path if prof.path.is_dir() else prof.path.parent
@@ -54,24 +57,31 @@ def _print(prof, args: argparse.Namespace) -> None:
     out(f"era       {prof.era}\n")
     out(f"cards     {', '.join(prof.cards) or '-'}\n")
     out(f"tasks     from {prof.tasks_from}; op_statistic {'derived' if prof.statistic_derived else 'from file'}\n")
+    out(f"export    {prof.source_kind}" + (f"; {prof.skipped_rows:,} damaged row(s) skipped" if prof.skipped_rows else "") + "\n")
+    if prof.time_problem:
+        out(f"times     UNUSABLE: {prof.time_problem}\n")
     out("files\n")
     for src in prof.capture.sources:
-        for kind, paths in (
-            ("tasks", src.tasks), ("statistic", src.statistic), ("steps", src.steps), ("timeline", src.timeline)
-        ):
+        kinds = (("tasks", src.tasks), ("statistic", src.statistic), ("steps", src.steps), ("timeline", src.timeline))
+        for kind, paths in (*kinds, ("db", (src.db,) if src.db is not None else ())):
             for p in paths:
-                used = "" if p in prof.files else "  (skipped)"
+                used = "" if p in prof.files else "  (not read)"
                 out(f"  {kind:<9} {_rel(p, root)}  {_size(p)}{used}\n")
     out("\n")
-    header = f"{'card':<6}{'tasks':>12}{'op types':>10}{'compute us':>18}{'wait us':>18}{'span us':>18}{'events':>12}\n"
+    header = (
+        f"{'card':<6}{'tasks':>10}{'op types':>9}{'compute us':>16}{'comm us':>14}{'wait us':>16}"
+        f"{'span us':>18}{'events':>9}\n"
+    )
     out(header)
     t = prof.tasks
+    comm = is_communication()
     per_card = (
         t.group_by("card")
         .agg(
             pl.len().alias("tasks"),
-            pl.col("op_type").n_unique().alias("op_types"),
-            pl.col("duration_us").sum().alias("compute"),
+            pl.col("op_type").filter(~comm).n_unique().alias("op_types"),
+            pl.col("duration_us").filter(~comm).sum().alias("compute"),
+            pl.col("duration_us").filter(comm).sum().alias("comm"),
             pl.col("wait_us").sum().alias("wait"),
         )
         .rows_by_key("card", named=True, unique=True)
@@ -80,14 +90,15 @@ def _print(prof, args: argparse.Namespace) -> None:
     if prof.events is not None:
         ev_counts = dict(prof.events.group_by("card").len().iter_rows())
     for card in prof.cards:
-        row = per_card.get(card, {"tasks": 0, "op_types": 0, "compute": 0.0, "wait": 0.0})
-        span = prof.span_ns(card) / 1000
+        row = per_card.get(card, {"tasks": 0, "op_types": 0, "compute": 0.0, "comm": 0.0, "wait": 0.0})
+        span_ns = prof.span_ns(card)
+        span = "unavailable" if span_ns is None else f"{span_ns / 1000:,.3f}"
         out(
-            f"{card:<6}{row['tasks']:>12,}{row['op_types']:>10,}{row['compute']:>18,.3f}"
-            f"{row['wait']:>18,.3f}{span:>18,.3f}{ev_counts.get(card, 0):>12,}\n"
+            f"{card:<6}{row['tasks']:>10,}{row['op_types']:>9,}{row['compute']:>16,.3f}{row['comm']:>14,.3f}"
+            f"{row['wait']:>16,.3f}{span:>18}{ev_counts.get(card, 0):>9,}\n"
         )
     for card in sorted(set(ev_counts) - set(prof.cards)):
-        out(f"{card:<6}{'':>12}{'':>10}{'':>18}{'':>18}{'':>18}{ev_counts[card]:>12,}\n")
+        out(f"{card:<6}{'':>10}{'':>9}{'':>16}{'':>14}{'':>16}{'':>18}{ev_counts[card]:>9,}\n")
     if prof.events is None:
         out("\ntimeline  none" + (" (skipped)" if args.no_timeline else "") + "\n")
     else:

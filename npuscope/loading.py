@@ -14,7 +14,13 @@ from .progress import StderrProgress
 
 @contextmanager
 def profile_for_command(
-    path: str | None, *, capture: str | None, no_cache: bool, timeline: bool = True
+    path: str | None,
+    *,
+    capture: str | None,
+    no_cache: bool,
+    timeline: bool = True,
+    strict: bool = False,
+    source: str = "auto",
 ) -> Iterator[Profile]:
     """The profile at `path` (default: the bundled demo); late cache problems go to stderr."""
     from .cli import demo_path
@@ -27,6 +33,8 @@ def profile_for_command(
             cache=cache,
             timeline=timeline,
             progress=progress,
+            strict=strict,
+            source=source,
         )
     known = len(cache.problems)
     yield profile

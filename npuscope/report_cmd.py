@@ -17,7 +17,10 @@ def run_report(args: argparse.Namespace) -> int:
     from npuscope.parsers import ProfileError
 
     thresholds = Thresholds.load(args.rules) if args.rules else Thresholds()
-    with profile_for_command(args.path, capture=args.capture, no_cache=args.no_cache) as profile:
+    with profile_for_command(
+        args.path, capture=args.capture, no_cache=args.no_cache, timeline=not args.no_timeline,
+        strict=args.strict, source=args.source,
+    ) as profile:
         cards = None
         if args.card != "all":
             if args.card not in profile.cards:

@@ -6,7 +6,7 @@ This layer never imports Textual or Rich: the headless commands and the explorer
 from .cache import FrameCache
 from .errors import ProfileError
 from .layout import Capture, Source, discover
-from .profile import Cancelled, Profile, open_profile
+from .profile import Cancelled, Profile, ReadOptions, open_profile
 
 __all__ = [
     "Cancelled",
@@ -14,6 +14,7 @@ __all__ = [
     "FrameCache",
     "Profile",
     "ProfileError",
+    "ReadOptions",
     "Source",
     "discover",
     "open_profile",

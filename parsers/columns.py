@@ -13,7 +13,7 @@ import polars as pl
 
 # How a text cell becomes a typed value. "start" is special: epoch microseconds with three
 # decimals (or nanoseconds in CANN 5.x) that must reach Int64 nanoseconds without Float64.
-KINDS = ("str", "int", "float", "start", "time", "list")
+KINDS = ("str", "id", "int", "float", "start", "time", "list")
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,7 @@ class ColumnSpec:
     def dtype(self) -> pl.DataType:
         return {
             "str": pl.String,
+            "id": pl.String,
             "list": pl.String,
             "int": pl.Int64,
             "float": pl.Float64,
@@ -48,12 +49,12 @@ START_UNITS: dict[str, int] = {
 
 TASK_COLUMNS: tuple[ColumnSpec, ...] = (
     ColumnSpec("card", ("Device_id",), "str"),
-    ColumnSpec("step_id", ("Step Id",), "int"),
+    ColumnSpec("step_id", ("Step Id",), "id"),
     ColumnSpec("model_name", ("Model Name",), "str"),
-    ColumnSpec("model_id", ("Model ID",), "int"),
-    ColumnSpec("task_id", ("Task ID",), "int"),
-    ColumnSpec("stream_id", ("Stream ID",), "int"),
-    ColumnSpec("infer_id", ("Infer ID",), "int"),
+    ColumnSpec("model_id", ("Model ID",), "id"),
+    ColumnSpec("task_id", ("Task ID",), "id"),
+    ColumnSpec("stream_id", ("Stream ID",), "id"),
+    ColumnSpec("infer_id", ("Infer ID",), "id"),
     ColumnSpec("op_name", ("Op Name", "OP Name", "Name"), "str", required=True),
     ColumnSpec("op_type", ("OP Type", "Type"), "str", required=True),
     ColumnSpec("op_state", ("OP State",), "str"),
@@ -130,13 +131,35 @@ EVENT_SCHEMA: dict[str, pl.DataType] = {
     "cat": pl.String(),
     "flow_id": pl.String(),
     "task_type": pl.String(),
-    "stream_id": pl.Int64(),
-    "task_id": pl.Int64(),
-    "connection_id": pl.Int64(),
+    # Ids are opaque text: real captures hold 2^64-1, beyond any signed integer.
+    "stream_id": pl.String(),
+    "task_id": pl.String(),
+    "connection_id": pl.String(),
 }
 
 # Task types msprof leaves out of op_statistic ratios: communication is not compute.
 COMMUNICATION_TASK_TYPES: tuple[str, ...] = ("COMMUNICATION", "HCCL")
+
+# What a torch_npu Level0 capture (its default level) leaves as N/A in Type and Accelerator
+# Core: shown as this label, never as None / N/A.
+UNKNOWN = "unknown"
+
+# Device events that are not operator tasks, by name or Task Type (upper case, spaces and
+# dashes as `_`). Timelines name them either way: torch_npu writes the kind as the event name
+# with Task Type `Other`, msprof as the Task Type. Markers are dropped; the rest stay events.
+SYNC_TASKS = frozenset({
+    "NOTIFY_WAIT", "NOTIFY_RECORD", "NOTIFY_WAIT_SQE", "NOTIFY_RECORD_SQE", "EVENT_WAIT",
+    "EVENT_RECORD", "EVENT_WAIT_SQE", "EVENT_RECORD_SQE", "EVENT_RESET", "WRITE_VALUE",
+    "WRITE_VALUE_SQE", "STARS_COMMON", "CAPTURE_WAIT", "CAPTURE_RECORD", "BARRIER",
+})
+MEMCPY_TASKS = frozenset({
+    "MEMCPY", "MEMCPY_ASYNC", "MEMCOPYASYNC", "MEMCPY_ASYNC_SQE", "SDMA", "SDMA_SQE",
+    "REDUCE_ASYNC_V2", "REDUCE_INLINE", "RDMA_SEND", "RDMA_SEND_SQE", "DMA",
+})
+MARKER_TASKS = frozenset({
+    "PROFILING_ENABLE", "PROFILING_DISABLE", "PLACE_HOLDER_SQE", "PLACE_HOLDER", "OTHER",
+    "MODEL_MAINTAINCE", "MODEL_EXECUTE", "MODEL_END_GRAPH", "NOP", "INVALID",
+})
 
 # Values that mean "no value" in every era.
 NULL_VALUES: tuple[str, ...] = ("N/A", "", "NA", "null", "None")

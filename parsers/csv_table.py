@@ -8,8 +8,10 @@ columns (start times, quoted shapes) are fixed with vectorised expressions.
 from __future__ import annotations
 
 import csv
+import io
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
@@ -149,40 +151,137 @@ def match_columns(
     return matched, extra
 
 
+def _csv(source: Path | io.BytesIO, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    return pl.read_csv(
+        source,
+        has_header=True,
+        schema_overrides=schema,
+        infer_schema=False,
+        null_values=list(NULL_VALUES),
+        quote_char='"',
+        encoding="utf8",
+        truncate_ragged_lines=False,
+    )
+
+
+def _read_one(
+    path: Path, header: list[str], schema: dict[str, pl.DataType], rows: RowPolicy
+) -> pl.DataFrame:
+    try:
+        df = _csv(path, schema)
+    except pl.exceptions.ComputeError as exc:
+        # A row with fewer fields shifts its values left: the first symptom is often a
+        # text value in a numeric column. Look for such rows before blaming the value.
+        short = short_lines(path, len(header))
+        if short:
+            return _without(path, header, schema, short, rows)
+        raise _compute_error(path, header, exc) from None
+    if df.height and df[df.columns[-1]].null_count() and _fewer_fields(path, df, len(header)):
+        short = short_lines(path, len(header))
+        if short:
+            return _without(path, header, schema, short, rows)
+    return df
+
+
+def _compute_error(path: Path, header: list[str], exc: Exception) -> ProfileError:
+    msg = str(exc).splitlines()[0]
+    if "utf-8" in msg.lower() or "utf8" in msg.lower():
+        return _utf8_error(path)
+    bad = _PARSE_ERROR.search(msg)
+    if bad:
+        value, column = bad.group(1), bad.group(2)
+        line = _line_of_value(path, header, column, value)
+        where = f" on line {line}" if line else ""
+        return ProfileError(
+            f"{path}: column {column!r} holds the non-numeric value {value!r}{where}; "
+            "the file is damaged or edited: export it again"
+        )
+    return ProfileError(f"{path}: {msg}; the file does not look like an msprof export: export it again")
+
+
+def _fewer_fields(path: Path, df: pl.DataFrame, fields: int) -> bool:
+    """Whether some row has fewer fields than the header, from comma counts alone.
+
+    polars fills the missing fields of a short row with nulls (only an over-long row is an
+    error), so a short row shows up as a null in the last column: legitimate there too
+    (`N/A`). Every field separator of the file is either one of the `fields - 1` per line or
+    a comma inside a quoted cell, which the parsed text cells still hold: when the counts
+    agree no row is short, and the exact line scan is skipped.
+    """
+    inside = 0
+    for name, dtype in df.schema.items():
+        if dtype == pl.String:
+            inside += int(df[name].str.count_matches(",", literal=True).sum() or 0)
+    commas = 0
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 24), b""):
+            commas += block.count(b",")
+    return commas != (df.height + 1) * (fields - 1) + inside
+
+
+def short_lines(path: Path, fields: int) -> list[int]:
+    """Line numbers (1-based) of data rows with fewer fields than the header."""
+    lines = pl.read_csv(
+        path,
+        has_header=False,
+        separator="\x1f",
+        quote_char=None,
+        new_columns=["line"],
+        schema={"line": pl.String},
+        truncate_ragged_lines=True,
+        encoding="utf8-lossy",
+    )
+    counts = lines.with_row_index("no", offset=1).select(
+        "no",
+        pl.col("line")
+        .str.strip_chars_end("\r")
+        .str.replace_all('"[^"]*"', "")
+        .str.count_matches(",", literal=True)
+        .alias("seps"),
+        pl.col("line").str.strip_chars().str.len_bytes().alias("width"),
+    )
+    bad = counts.filter((pl.col("no") > 1) & (pl.col("width") > 0) & (pl.col("seps") < fields - 1))
+    return [int(n) for n in bad["no"].to_list()]
+
+
+@dataclass
+class RowPolicy:
+    """What to do with damaged rows: skip them with a note (default) or refuse the file."""
+
+    strict: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+def _without(
+    path: Path, header: list[str], schema: dict[str, pl.DataType], short: list[int], rows: RowPolicy
+) -> pl.DataFrame:
+    shown = ", ".join(str(n) for n in short[:5]) + (", ..." if len(short) > 5 else "")
+    if rows.strict:
+        raise ProfileError(
+            f"{path}: line {short[0]} has fewer fields than the header ({len(short):,} such "
+            f"line(s): {shown}); the file is damaged or hand-edited: export it again, or leave "
+            "out --strict to skip such rows"
+        )
+    rows.notes.append(
+        f"{path}: skipped {len(short):,} damaged row(s) with fewer fields than the header "
+        f"(line(s) {shown})"
+    )
+    drop = set(short)
+    with open(path, "rb") as fh:
+        kept = [line for no, line in enumerate(fh, start=1) if no not in drop]
+    try:
+        return _csv(io.BytesIO(b"".join(kept)), schema)
+    except pl.exceptions.ComputeError as exc:
+        raise _compute_error(path, header, exc) from None
+
+
 def _read_polars(
-    paths: Sequence[Path], header: list[str], schema: dict[str, pl.DataType]
+    paths: Sequence[Path], header: list[str], schema: dict[str, pl.DataType], rows: RowPolicy
 ) -> pl.DataFrame:
     frames = []
     for path in paths:
         try:
-            frames.append(
-                pl.read_csv(
-                    path,
-                    has_header=True,
-                    schema_overrides=schema,
-                    infer_schema=False,
-                    null_values=list(NULL_VALUES),
-                    quote_char='"',
-                    encoding="utf8",
-                    truncate_ragged_lines=False,
-                )
-            )
-        except pl.exceptions.ComputeError as exc:
-            msg = str(exc).splitlines()[0]
-            if "utf-8" in msg.lower() or "utf8" in msg.lower():
-                raise _utf8_error(path) from None
-            bad = _PARSE_ERROR.search(msg)
-            if bad:
-                value, column = bad.group(1), bad.group(2)
-                line = _line_of_value(path, header, column, value)
-                where = f" on line {line}" if line else ""
-                raise ProfileError(
-                    f"{path}: column {column!r} holds the non-numeric value {value!r}{where}; "
-                    "the file is damaged or edited: export it again"
-                ) from None
-            raise ProfileError(
-                f"{path}: {msg}; the file does not look like an msprof export: export it again"
-            ) from None
+            frames.append(_read_one(path, header, schema, rows))
         except pl.exceptions.NoDataError:
             raise ProfileError(f"{path}: the file is empty; re-export the profile with msprof") from None
         except PermissionError:
@@ -247,6 +346,9 @@ def _cast(spec: ColumnSpec, src: str) -> pl.Expr:
     col = pl.col(src)
     if spec.kind == "str":
         return col.alias(spec.name)
+    if spec.kind == "id":
+        # Ids are opaque: 2^64-1 and spreadsheet forms exist, so no integer cast.
+        return col.str.strip_chars(" \t").alias(spec.name)
     if spec.kind == "list":
         # Shape cells keep their own quotes after CSV decoding: `"81920,4096;8192,512"`.
         # Stripping copies the column, so only cells that start with a quote are touched.
@@ -270,6 +372,7 @@ def read_table(
     *,
     what: str,
     extra_as_float: bool,
+    rows: RowPolicy | None = None,
 ) -> tuple[pl.DataFrame, list[str]]:
     """Read one logical table (slices concatenated in order) into canonical columns.
 
@@ -298,7 +401,7 @@ def read_table(
     if len(set(header)) != len(header):
         dup = sorted({h for h in header if header.count(h) > 1})
         raise ProfileError(f"{paths[0]}: duplicate column(s) {', '.join(dup)}")
-    df = _read_polars(paths, header, schema)
+    df = _read_polars(paths, header, schema, rows if rows is not None else RowPolicy())
     times = {name: spec for name, spec in matched.items() if spec.kind in ("start", "time")}
     exprs = [_cast(spec, name) for name, spec in matched.items() if name not in times]
     kept_extra = [name for name in extra if name.strip()] if extra_as_float else []

@@ -11,7 +11,11 @@ import polars as pl
 
 from .columns import (
     COMMUNICATION_TASK_TYPES,
+    MARKER_TASKS,
+    MEMCPY_TASKS,
     STAT_ORDER,
+    SYNC_TASKS,
+    UNKNOWN,
     STAT_SCHEMA,
     TASK_ORDER,
     TASK_SCHEMA,
@@ -43,7 +47,8 @@ def canonical_tasks(df: pl.DataFrame, *, card: str | None = None, pmu: list[str]
     if missing:
         df = df.with_columns(missing)
     df = df.with_columns(
-        pl.col("op_name").str.starts_with("aclnn").fill_null(False).alias("is_aclnn")
+        pl.col("op_name").str.starts_with("aclnn").fill_null(False).alias("is_aclnn"),
+        *_known_types(df),
     )
     if not _sorted_per_card(df):
         df = df.sort(["card", "start_ns"], maintain_order=True)
@@ -51,6 +56,66 @@ def canonical_tasks(df: pl.DataFrame, *, card: str | None = None, pmu: list[str]
         df = df.with_columns(wait_expr())
     df = df.with_columns(pl.col("wait_us").fill_null(0.0))
     return df.select([*TASK_ORDER, *[c for c in pmu if c not in TASK_ORDER]])
+
+
+def is_communication() -> pl.Expr:
+    """Task rows that are collectives (not compute): msprof leaves them out of op_statistic."""
+    return pl.col("task_type").is_in(COMMUNICATION_TASK_TYPES).fill_null(False)
+
+
+def communication_type(name: pl.Expr) -> pl.Expr:
+    """`hcom_allReduce__538_0_1` -> `hcom_allReduce_`, the OP Type msprof gives it."""
+    return name.str.replace(r"(?:_\d+)+$", "")
+
+
+def _known_types(df: pl.DataFrame) -> list[pl.Expr]:
+    """Fill op and task types a capture left unknown (torch_npu Level0: `N/A` on every row).
+
+    Communication is recognised by its `hcom_` name; anything else is labelled UNKNOWN, so
+    no table, title or header ever reads None or N/A.
+    """
+    if df["op_type"].null_count() == 0 and df["task_type"].null_count() == 0:
+        return []
+    comm = pl.col("op_name").str.starts_with("hcom_").fill_null(False)
+    return [
+        pl.when(pl.col("op_type").is_not_null())
+        .then(pl.col("op_type"))
+        .when(comm)
+        .then(communication_type(pl.col("op_name")))
+        .otherwise(pl.lit(UNKNOWN))
+        .alias("op_type"),
+        pl.when(pl.col("task_type").is_not_null())
+        .then(pl.col("task_type"))
+        .when(comm)
+        .then(pl.lit(COMMUNICATION_TASK_TYPES[0]))
+        .otherwise(pl.lit(UNKNOWN))
+        .alias("task_type"),
+    ]
+
+
+def _kind_key(expr: pl.Expr) -> pl.Expr:
+    return expr.str.to_uppercase().str.replace_all(r"[\s\-]+", "_")
+
+
+def device_kind(name: pl.Expr, task_type: pl.Expr) -> pl.Expr:
+    """What a device event is: `compute`, `communication`, `sync`, `memcpy` or `marker`.
+
+    torch_npu names the non-kernel events by their kind and gives them Task Type `Other`
+    (as it does its kernels); msprof puts the kind in Task Type. Both are looked at.
+    """
+    n, t = _kind_key(name), _kind_key(task_type)
+    by_type = t.is_in(COMMUNICATION_TASK_TYPES)
+    return (
+        pl.when(n.is_in(list(MARKER_TASKS)) | (t.is_in(list(MARKER_TASKS)) & (t != "OTHER")))
+        .then(pl.lit("marker"))
+        .when(by_type.fill_null(False) | n.str.starts_with("HCOM_").fill_null(False))
+        .then(pl.lit("communication"))
+        .when(n.is_in(list(SYNC_TASKS)) | t.is_in(list(SYNC_TASKS)))
+        .then(pl.lit("sync"))
+        .when(n.is_in(list(MEMCPY_TASKS)) | t.is_in(list(MEMCPY_TASKS)))
+        .then(pl.lit("memcpy"))
+        .otherwise(pl.lit("compute"))
+    )
 
 
 def _sorted_per_card(df: pl.DataFrame) -> bool:
@@ -98,9 +163,7 @@ def derive_statistic(tasks: pl.DataFrame) -> pl.DataFrame:
     ratio is of the card's total compute time.
     """
     # Select before filtering: filtering the whole frame would copy every PMU column.
-    compute = tasks.select("card", "op_type", "task_type", "duration_us").filter(
-        ~pl.col("task_type").is_in(COMMUNICATION_TASK_TYPES).fill_null(False)
-    )
+    compute = tasks.select("card", "op_type", "task_type", "duration_us").filter(~is_communication())
     stat = compute.group_by(["card", "op_type", "task_type"]).agg(
         pl.len().cast(pl.Int64).alias("count"),
         pl.col("duration_us").sum().alias("total_us"),

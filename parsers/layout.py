@@ -31,6 +31,8 @@ KIND_OF = {
     "msprof": "timeline",
     "trace_view": "timeline",
 }
+# msprof `--type=db` (and beside the text export from CANN 8.x), torch_npu `export_type=db`.
+DB_RE = re.compile(r"^(?:msprof|ascend_pytorch_profiler)_(\d+)\.db$")
 PADDLE_SUFFIX = ".paddle_trace.json"
 TORCH_DIR_RE = re.compile(r"_ascend_(pt|ms)$")
 _MAX_DEPTH = 4
@@ -45,10 +47,15 @@ class Source:
     statistic: tuple[Path, ...] = ()
     timeline: tuple[Path, ...] = ()
     steps: tuple[Path, ...] = ()
+    db: Path | None = None  # the SQLite export of the same data, when there is one
+
+    @property
+    def text_files(self) -> tuple[Path, ...]:
+        return self.tasks + self.statistic + self.steps + self.timeline
 
     @property
     def files(self) -> tuple[Path, ...]:
-        return self.tasks + self.statistic + self.steps + self.timeline
+        return self.text_files + ((self.db,) if self.db is not None else ())
 
 
 @dataclass(frozen=True)
@@ -136,13 +143,26 @@ def pick_files(folder: Path) -> dict[str, tuple[Path, ...]]:
     return {k: tuple(v) for k, v in out.items()}
 
 
+def pick_db(folder: Path) -> Path | None:
+    """The db export in `folder`: the newest `msprof_<ts>.db` (re-exports leave several)."""
+    try:
+        names = [e.name for e in os.scandir(folder) if DB_RE.match(e.name) and e.is_file()]
+    except OSError:
+        return None
+    if not names:
+        return None
+    return folder / max(names, key=lambda n: int(DB_RE.match(n).group(1)))
+
+
 def _source(card: str | None, *folders: Path) -> Source | None:
     found: dict[str, tuple[Path, ...]] = {}
+    db = None
     for folder in folders:
         if _is_dir(folder):
             for kind, paths in pick_files(folder).items():
                 found[kind] = found.get(kind, ()) + paths
-    if not found:
+            db = db or pick_db(folder)
+    if not found and db is None:
         return None
     return Source(
         card=card,
@@ -150,6 +170,7 @@ def _source(card: str | None, *folders: Path) -> Source | None:
         statistic=found.get("statistic", ()),
         timeline=found.get("timeline", ()),
         steps=found.get("steps", ()),
+        db=db,
     )
 
 
@@ -167,8 +188,9 @@ def _prof_capture(prof: Path) -> Capture | None:
     merged = prof / "mindstudio_profiler_output"
     if _is_dir(merged) and not _readable(merged):
         raise _denied(merged)
-    src = _source(None, merged) if _is_dir(merged) else None
-    if src is not None:
+    # CANN 8.x writes msprof_<ts>.db in the PROF folder, beside mindstudio_profiler_output.
+    src = _source(None, merged, prof) if _is_dir(merged) else _source(None, prof)
+    if src is not None and src.text_files:
         return Capture(prof.name, prof, "era_b", (src,), stamp)
     devices = sorted(
         (d for d in _subdirs(prof) if DEVICE_RE.match(d.name)),
@@ -177,14 +199,21 @@ def _prof_capture(prof: Path) -> Capture | None:
     sources = tuple(s for s in (_device_source(d) for d in devices) if s is not None)
     if sources:
         return Capture(prof.name, prof, "era_a", sources, stamp)
+    if src is not None:  # a db export beside raw device_N/data folders
+        return Capture(prof.name, prof, "era_b", (src,), stamp)
     return None
 
 
 def _torch_card(pt_dir: Path, index: int) -> str:
-    for f in pt_dir.glob("profiler_info_*.json"):
-        rank = f.stem.rsplit("_", 1)[-1]
-        if rank.isdigit():
-            return rank
+    """The rank, from `profiler_info_<rank>.json` beside the output (any folder name)."""
+    folders = [pt_dir]
+    if pt_dir.name == "ASCEND_PROFILER_OUTPUT":
+        folders.append(pt_dir.parent)  # test_rank_1/ASCEND_PROFILER_OUTPUT
+    for folder in folders:
+        for f in sorted(folder.glob("profiler_info_*.json")):
+            rank = f.stem.rsplit("_", 1)[-1]
+            if rank.isdigit():
+                return rank
     return str(index)
 
 
@@ -239,6 +268,8 @@ def _file_capture(path: Path) -> Capture:
         return _paddle_capture([path], path)
     if path.suffix == ".json":
         return Capture(name, path, "file", (Source(None, timeline=(path,)),), name)
+    if path.suffix == ".db":
+        return Capture(name, path, "file", (Source(None, db=path),), name)
     if path.suffix.lower() == ".csv":
         kind = sniff_kind(path)
         if kind == "unknown":
@@ -252,7 +283,8 @@ def _file_capture(path: Path) -> Capture:
         return Capture(name, path, "file", (Source(_card_from_path(path), tasks=(path,)),), name)
     raise ProfileError(
         f"{path}: not a profile file; expected an op_summary / op_statistic / kernel_details "
-        "CSV, an msprof / trace_view JSON or a *.paddle_trace.json"
+        "CSV, an msprof / trace_view JSON, an msprof_*.db / ascend_pytorch_profiler_*.db or a "
+        "*.paddle_trace.json"
     )
 
 
@@ -300,7 +332,11 @@ def _scan(folder: Path, depth: int, found: dict[str, list]) -> None:
     for entry in entries:
         if entry.is_file() and entry.name.endswith(PADDLE_SUFFIX):
             found["paddle"].append(Path(entry.path))
-    loose = _source(_card_from_path(folder / "_"), folder) if depth == 0 else None
+    if depth == 0:
+        loose = _source(_card_from_path(folder / "_"), folder)
+    else:  # a db export copied out on its own
+        db = pick_db(folder)
+        loose = Source(_card_from_path(folder / "_"), db=db) if db is not None else None
     if loose is not None:
         found["merged"].append((folder, loose))
     if depth >= _MAX_DEPTH:
@@ -361,7 +397,8 @@ def discover(path: str | os.PathLike) -> list[Capture]:
             f"{root}: no profile data found (looked for PROF_* folders, "
             "mindstudio_profiler_output/, device_N/summary|timeline, *_ascend_pt/, "
             "op_summary*.csv, op_statistic*.csv, msprof*.json, kernel_details.csv, "
-            "trace_view.json, *.paddle_trace.json up to 4 levels down); point npuscope at "
+            "trace_view.json, msprof_*.db, ascend_pytorch_profiler_*.db, *.paddle_trace.json "
+            "up to 4 levels down); point npuscope at "
             "an exported profile"
         )
     captures.sort(key=lambda c: c.stamp, reverse=True)

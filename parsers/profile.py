@@ -3,20 +3,32 @@
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import polars as pl
 
-from .cache import FrameCache
-from .columns import STAT_COLUMNS, STEP_COLUMNS, STEP_SCHEMA, TASK_COLUMNS, TASK_ORDER
-from .csv_table import read_header, read_table
+from .cache import FrameCache, including
+from .columns import (
+    COMMUNICATION_TASK_TYPES,
+    EVENT_SCHEMA,
+    STAT_COLUMNS,
+    STAT_SCHEMA,
+    STEP_COLUMNS,
+    STEP_SCHEMA,
+    TASK_COLUMNS,
+    TASK_ORDER,
+    UNKNOWN,
+)
+from .csv_table import RowPolicy, read_header, read_table
 from .errors import ProfileError
 from .frames import canonical_statistic, canonical_tasks, derive_statistic, empty_statistic, empty_tasks
 from .layout import Capture, Source, discover
 from .timeline import read_timeline
+from .sanity import outlying_events, statistic_problem, time_problem
 from .timeline_tasks import device_tasks, paddle_tasks
 
 Progress = Callable[[int, int, str], None]
@@ -49,17 +61,32 @@ class Profile:
     op_statistic: pl.DataFrame
     statistic_derived: bool
     events: pl.DataFrame | None
-    tasks_from: str  # op_summary | timeline | paddle | none
+    tasks_from: str  # op_summary | db | timeline | paddle | none
     files: tuple[Path, ...]
     notes: tuple[str, ...] = ()
     steps: pl.DataFrame | None = None  # step_trace: card, iteration_id, fp_start_ns, ...
     pmu_columns: tuple[str, ...] = ()  # PMU counters in the files (loaded only if asked)
+    source_kind: str = "text"  # text | db: which export of the run was read
+    # Why start times cannot give spans and wait causes (a spreadsheet re-save, a damaged
+    # start), or None when they can.
+    time_problem: str | None = None
+    skipped_rows: int = 0  # damaged rows left out (the notes say where)
+    ignored: tuple[tuple[Path, str], ...] = ()  # files found but not read, and why
 
     @property
     def has_timeline(self) -> bool:
         return self.events is not None
 
-    def span_ns(self, card: str | None = None) -> int:
+    @property
+    def types_known(self) -> bool:
+        """False for a torch_npu Level0 capture: no OP Type on any compute task."""
+        compute = self.tasks.filter(~pl.col("task_type").is_in(COMMUNICATION_TASK_TYPES))
+        return compute.height == 0 or bool((compute["op_type"] != UNKNOWN).any())
+
+    def span_ns(self, card: str | None = None) -> int | None:
+        """First start to last end (ns), or None when the start times cannot be trusted."""
+        if self.time_problem is not None:
+            return None
         t = self.tasks.select("card", "start_ns", "duration_us")
         if card is not None:
             t = t.filter(pl.col("card") == card)
@@ -69,7 +96,10 @@ class Profile:
         return int(end - t["start_ns"].min())
 
 
-def _era(capture: Capture, source: Source) -> str:
+def _era(capture: Capture, source: Source, kinds: set[str]) -> str:
+    if kinds == {"db"}:
+        base = "torch_npu" if capture.layout in ("torch_npu", "mindspore") else "msprof"
+        return f"{base} db export (SQLite)"
     if capture.layout in ("era_a", "file") and source.tasks:
         header = {h.strip() for h in read_header(source.tasks[0])}
         if "Task Start Time" in header:
@@ -112,6 +142,18 @@ def _size(paths: Sequence[Path]) -> int:
     return total
 
 
+SOURCES = ("auto", "text", "db")
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """How the user asked for files to be read (`--strict`, `--source`, `--no-timeline`)."""
+
+    strict: bool = False
+    source: str = "auto"
+    timeline: bool = True
+
+
 def open_profile(
     path: str | os.PathLike,
     *,
@@ -121,12 +163,19 @@ def open_profile(
     progress: Progress | None = None,
     cancel: threading.Event | None = None,
     pmu: bool = True,
+    strict: bool = False,
+    source: str = "auto",
 ) -> Profile:
     """Discover and parse one capture (the newest unless `capture` names one).
 
     `pmu=False` leaves the PMU counter columns out of the tasks frame (their names are still
     reported): the explorer never shows them, and on 2M rows they are ~400 MB.
+    `strict=True` refuses a file with damaged rows instead of skipping them with a note.
+    `source` picks the text or the db export when a capture has both (`auto`: the db, as
+    Huawei's own analysers do); the other is never read.
     """
+    if source not in SOURCES:
+        raise ProfileError(f"unknown source {source!r}; use one of {', '.join(SOURCES)}")
     seen_pmu: list[str] = []
 
     def task_columns(names: list[str]) -> list[str]:
@@ -138,11 +187,9 @@ def open_profile(
     captures = discover(root)
     chosen = select_capture(captures, capture)
     cache = cache if cache is not None else FrameCache()
-    files = tuple(
-        p
-        for s in chosen.sources
-        for p in (s.tasks + s.statistic + s.steps + (s.timeline if timeline else ()))
-    )
+    plan = [_plan(src, source, timeline) for src in chosen.sources]
+    files = tuple(p for _, paths, _ in plan for p in paths)
+    ignored = tuple(item for _, _, skipped in plan for item in skipped)
     total = _size(files)
     done = 0
 
@@ -157,21 +204,42 @@ def open_profile(
     if progress is not None:
         progress(0, total, "discovered " + chosen.name)
     tasks_parts, stat_parts, event_parts, step_parts = [], [], [], []
+    parse_notes: list[str] = []
     tasks_from = "none"
     derived = False
-    for src in chosen.sources:
+    kinds = set()
+    for src, _, _ in plan:
         if cancel is not None and cancel.is_set():
             raise Cancelled()
+        kinds.add("db" if src.db is not None else "text")
+        if src.db is not None:
+            read = _read_db_cached(cache, src, task_columns, timeline)
+            advance((src.db,), "db export")
+            tasks_parts.append(read.tasks)
+            tasks_from = "db"
+            if read.events is not None:
+                event_parts.append(read.events)
+            if read.steps is not None:
+                step_parts.append(read.steps)
+            parse_notes.extend(read.notes)
+            derived = True
+            stat_parts.append(
+                cache.load_or_build(
+                    "derived_statistic", (src.db,), lambda t=read.tasks: derive_statistic(t), src.card
+                )
+            )
+            continue
         events = None
-        if src.timeline and timeline:
+        if src.timeline:
             events = cache.load_or_build(
                 "events", src.timeline, lambda s=src: read_timeline(s.timeline, card=s.card), src.card
             )
             event_parts.append(events)
             advance(src.timeline, "timeline")
         if src.tasks:
-            tasks = cache.load_or_build(
-                "tasks", src.tasks, lambda s=src: _read_tasks(s), src.card, columns=task_columns
+            tasks = _cached_table(
+                cache, "tasks", src.tasks, lambda r, s=src: _read_tasks(s, r), src.card, strict,
+                parse_notes, columns=task_columns,
             )
             tasks_from = "op_summary"
             advance(src.tasks, "op summary")
@@ -185,9 +253,16 @@ def open_profile(
         if tasks is not None:
             tasks_parts.append(tasks)
         if src.statistic:
-            stat = cache.load_or_build(
-                "statistic", src.statistic, lambda s=src: _read_statistic(s), src.card
+            stat = _cached_table(
+                cache, "statistic", src.statistic, lambda r, s=src: _read_statistic(s, r),
+                src.card, strict, parse_notes,
             )
+            if tasks is not None and tasks.height:
+                disagree = statistic_problem(tasks, stat)
+                if disagree is not None:
+                    parse_notes.append(disagree)
+                    stat = derive_statistic(tasks)
+                    derived = True
             advance(src.statistic, "op statistic")
         elif tasks is not None:
             derived = True
@@ -203,7 +278,10 @@ def open_profile(
             stat_parts.append(stat)
         if src.steps:
             step_parts.append(
-                cache.load_or_build("steps", src.steps, lambda s=src: _read_steps(s), src.card)
+                _cached_table(
+                    cache, "steps", src.steps, lambda r, s=src: _read_steps(s, r), src.card,
+                    strict, parse_notes,
+                )
             )
             advance(src.steps, "step trace")
     tasks = _concat(tasks_parts) if tasks_parts else empty_tasks()
@@ -216,17 +294,29 @@ def open_profile(
         key=_card_key,
     )
     cache.start_writes()
-    notes = list(chosen.notes) + cache.problems
-    if derived:
+    notes = list(chosen.notes) + cache.problems + parse_notes
+    if events is not None and tasks.height:
+        events, far = outlying_events(events, tasks)
+        if far:
+            notes.append(
+                f"{far:,} timeline event(s) lie far outside the device activity and are left "
+                "out of the timeline (their times are damaged or from another run)"
+            )
+    problem = time_problem(tasks)
+    if problem is not None:
+        notes.append(problem)
+    if derived and tasks_from != "db" and not any("disagrees" in n for n in parse_notes):
         notes.append("op_statistic derived from the tasks (no op_statistic file)")
     if tasks_from == "timeline":
         notes.append("tasks derived from the timeline (no op_summary): OP Type is the kernel name")
-    return Profile(
+    for path, why in ignored:
+        notes.append(f"not read: {path.name} ({why})")
+    profile = Profile(
         path=root,
         capture=chosen,
         captures=tuple(captures),
         layout=chosen.layout,
-        era=_era(chosen, chosen.sources[0]),
+        era=_era(chosen, chosen.sources[0], kinds),
         cards=tuple(cards),
         tasks=tasks,
         op_statistic=stat,
@@ -237,7 +327,127 @@ def open_profile(
         notes=tuple(notes),
         steps=_concat(step_parts) if step_parts else None,
         pmu_columns=tuple(seen_pmu),
+        source_kind="db" if kinds == {"db"} else "text",
+        time_problem=problem,
+        skipped_rows=sum(_skipped(n) for n in parse_notes),
+        ignored=ignored,
     )
+    if not profile.types_known:
+        profile = replace(
+            profile,
+            notes=(
+                *profile.notes,
+                "op types unknown: the files record no OP Type or core type (torch_npu Level0, "
+                "its default level, leaves them N/A); tasks are shown as 'unknown', "
+                "communication is told by its hcom_ name; capture at Level1 for op types",
+            ),
+        )
+    return profile
+
+
+def _plan(src: Source, source: str, timeline: bool) -> tuple[Source, tuple[Path, ...], list]:
+    """The one export of a source to read (text or db), its files, and what is left out."""
+    skipped: list[tuple[Path, str]] = []
+    text = src.tasks + src.statistic + src.steps + src.timeline
+    use_db = src.db is not None and (source == "db" or (source == "auto"))
+    if source == "db" and src.db is None:
+        raise ProfileError(
+            f"{(text or (Path('.'),))[0].parent}: no db export here (msprof_*.db or "
+            "ascend_pytorch_profiler_*.db); leave out --source db to read the text export"
+        )
+    if source == "text" and not text:
+        raise ProfileError(f"{src.db}: only a db export here; leave out --source text to read it")
+    if use_db:
+        for p in text:
+            skipped.append((p, "the db export of the same run is read instead; --source text reads this"))
+        return replace(src, tasks=(), statistic=(), steps=(), timeline=()), (src.db,), skipped
+    if src.db is not None:
+        skipped.append((src.db, "the text export of the same run is read instead; --source db reads this"))
+    timeline_files = src.timeline if timeline else ()
+    kept = replace(src, timeline=timeline_files, db=None)
+    return kept, kept.tasks + kept.statistic + kept.steps + kept.timeline, skipped
+
+
+def _skipped(note: str) -> int:
+    m = re.search(r"skipped ([\d,]+) damaged row", note)
+    return int(m.group(1).replace(",", "")) if m else 0
+
+
+_NOTES_SCHEMA = {"note": pl.String}
+
+
+def _cached_table(
+    cache: FrameCache,
+    kind: str,
+    paths: Sequence[Path],
+    read: Callable[[RowPolicy], pl.DataFrame],
+    card: str | None,
+    strict: bool,
+    notes: list[str],
+    columns: Callable[[list[str]], list[str]] | None = None,
+) -> pl.DataFrame:
+    """A CSV table through the cache, with the notes its parse left (damaged rows) kept
+    beside it, so a cached reopen says the same and `strict` refuses the same files."""
+    policy = RowPolicy(strict=strict)
+    frame = cache.load_or_build(kind, paths, lambda: read(policy), card, columns=columns)
+    if cache.enabled:
+        built = list(policy.notes)
+        kept = cache.load_or_build(
+            kind + "_notes", paths, lambda: pl.DataFrame({"note": built}, schema=_NOTES_SCHEMA), card
+        )
+        found = [n for n in kept["note"].to_list() if n]
+    else:
+        found = list(policy.notes)
+    if strict and found:
+        raise ProfileError(found[0].replace("skipped", "has", 1) + "; leave out --strict to skip them")
+    notes.extend(found)
+    return frame
+
+
+@dataclass(frozen=True)
+class _DbFrames:
+    tasks: pl.DataFrame
+    events: pl.DataFrame | None
+    steps: pl.DataFrame | None
+    notes: tuple[str, ...]
+
+
+def _read_db_cached(
+    cache: FrameCache, src: Source, columns: Callable[[list[str]], list[str]], timeline: bool
+) -> _DbFrames:
+    """The frames of a db export, each cached on its own, read from SQLite at most once."""
+    from .db import read_db  # SQLite is only opened for db exports
+
+    assert src.db is not None
+    db_path = src.db
+    memo: dict[str, object] = {}
+
+    def export():
+        if "x" not in memo:
+            memo["x"] = read_db(db_path, card=src.card)
+        return memo["x"]
+
+    tasks = cache.load_or_build("db_tasks", (db_path,), lambda: export().tasks, src.card, columns=columns)
+    events = None
+    if timeline:
+        events = cache.load_or_build(
+            "db_events", (db_path,),
+            lambda: export().events if export().events is not None else pl.DataFrame(schema=EVENT_SCHEMA),
+            src.card,
+        )
+        if events.height == 0:
+            events = None
+    steps = cache.load_or_build(
+        "db_steps", (db_path,),
+        lambda: export().steps if export().steps is not None else pl.DataFrame(schema=STEP_SCHEMA),
+        src.card,
+    )
+    notes = cache.load_or_build(
+        "db_notes", (db_path,),
+        lambda: pl.DataFrame({"note": list(export().notes)}, schema=_NOTES_SCHEMA),
+        src.card,
+    )
+    return _DbFrames(tasks, events, steps if steps.height else None, tuple(notes["note"].to_list()))
 
 
 def _card_key(card: str) -> tuple[int, int | str]:
@@ -250,18 +460,20 @@ def _concat(frames: list[pl.DataFrame]) -> pl.DataFrame:
     return pl.concat(frames, how="diagonal_relaxed")
 
 
-def _read_tasks(src: Source) -> pl.DataFrame:
-    df, pmu = read_table(src.tasks, TASK_COLUMNS, what="op_summary / kernel_details", extra_as_float=True)
+def _read_tasks(src: Source, rows: RowPolicy) -> pl.DataFrame:
+    df, pmu = read_table(
+        src.tasks, TASK_COLUMNS, what="op_summary / kernel_details", extra_as_float=True, rows=rows
+    )
     return canonical_tasks(df, card=src.card, pmu=pmu)
 
 
-def _read_steps(src: Source) -> pl.DataFrame:
-    df, _ = read_table(src.steps, STEP_COLUMNS, what="step_trace", extra_as_float=False)
+def _read_steps(src: Source, rows: RowPolicy) -> pl.DataFrame:
+    df, _ = read_table(src.steps, STEP_COLUMNS, what="step_trace", extra_as_float=False, rows=rows)
     if "card" not in df.columns or df["card"].null_count() == df.height:
         df = df.with_columns(pl.lit(src.card or "0", dtype=pl.String).alias("card"))
     return df.select([pl.col(c).cast(t) for c, t in STEP_SCHEMA.items()])
 
 
-def _read_statistic(src: Source) -> pl.DataFrame:
-    df, _ = read_table(src.statistic, STAT_COLUMNS, what="op_statistic", extra_as_float=False)
+def _read_statistic(src: Source, rows: RowPolicy) -> pl.DataFrame:
+    df, _ = read_table(src.statistic, STAT_COLUMNS, what="op_statistic", extra_as_float=False, rows=rows)
     return canonical_statistic(df, card=src.card)

@@ -141,7 +141,7 @@ def _typed(raw: pl.DataFrame, meta: dict) -> pl.DataFrame:
         elif name == "thread_name":
             meta["thread"][(pid, tid)] = value or ""
     ev = raw.filter(pl.col("ph").is_not_null() & (pl.col("ph") != "M"))
-    as_int = lambda c: pl.col("args").struct.field(c).cast(pl.Float64, strict=False).cast(pl.Int64)  # noqa: E731
+    arg = lambda c: pl.col("args").struct.field(c)  # noqa: E731
     return ev.select(
         "pid",
         "tid",
@@ -153,9 +153,10 @@ def _typed(raw: pl.DataFrame, meta: dict) -> pl.DataFrame:
         "cat",
         pl.col("id").alias("flow_id"),
         pl.col("args").struct.field("Task Type").alias("task_type"),
-        pl.coalesce(as_int("Physic Stream Id"), as_int("Stream Id")).alias("stream_id"),
-        as_int("Task Id").alias("task_id"),
-        as_int("connection_id").alias("connection_id"),
+        # Ids stay text: CANN 8.5 writes connection_id 2^64-1.
+        pl.coalesce(arg("Physic Stream Id"), arg("Stream Id")).alias("stream_id"),
+        arg("Task Id").alias("task_id"),
+        arg("connection_id").alias("connection_id"),
     )
 
 

@@ -9,25 +9,38 @@ from __future__ import annotations
 
 import polars as pl
 
-from .frames import canonical_tasks
+from .columns import COMMUNICATION_TASK_TYPES
+from .frames import canonical_tasks, communication_type, device_kind
 
 DEVICE_PROCESS = "Ascend Hardware"
+# msprof names the collectives' process `Communication` (Era B) or `HCCL` (Era A, torch_npu).
+COMMUNICATION_PROCESSES = ("Communication", "HCCL")
 
 # Paddle appends the duration to every event name (`matmul dygraph[144.544 us]`).
 _PADDLE_SUFFIX = r"\[[0-9.]+ (?:us|ms|ns|s)\]$"
 
 
 def device_tasks(events: pl.DataFrame) -> pl.DataFrame:
-    """`Ascend Hardware` complete events that carry a Task Type, as tasks.
+    """Operator tasks of a timeline: `Ascend Hardware` kernels and the collectives.
 
     The timeline has no OP Type: the event name (the kernel or op name) stands in for it.
+    Synchronisation (Notify Wait, EVENT_WAIT_SQE), memory copies (SDMA, MEMCPY_ASYNC) and
+    markers (PROFILING_ENABLE) are not operator tasks: counted as compute they would swamp
+    the kernels, and a marker far from the work would stretch the span. Collectives come
+    from the communication process (`hcom_*` op events) when it has them, else from the
+    device's own communication tasks.
     """
-    dev = events.filter(
-        (pl.col("process") == DEVICE_PROCESS)
-        & (pl.col("ph") == "X")
-        & pl.col("task_type").is_not_null()
+    x = events.filter((pl.col("ph") == "X") & pl.col("ts_ns").is_not_null())
+    dev = x.filter(
+        (pl.col("process") == DEVICE_PROCESS) & pl.col("task_type").is_not_null()
+    ).with_columns(device_kind(pl.col("name"), pl.col("task_type")).alias("_kind"))
+    comm_ops = x.filter(
+        pl.col("process").is_in(COMMUNICATION_PROCESSES) & pl.col("name").str.starts_with("hcom_")
     )
-    tasks = dev.select(
+    kernels = dev.filter(pl.col("_kind") == "compute")
+    if comm_ops.height == 0:
+        comm_ops = dev.filter(pl.col("_kind") == "communication")
+    columns = [
         pl.col("card"),
         pl.col("name").alias("op_name"),
         pl.col("name").alias("op_type"),
@@ -35,9 +48,13 @@ def device_tasks(events: pl.DataFrame) -> pl.DataFrame:
         pl.col("stream_id"),
         pl.col("task_id"),
         pl.col("ts_ns").alias("start_ns"),
-        (pl.col("dur_ns") / 1000).alias("duration_us"),
+        (pl.col("dur_ns").fill_null(0) / 1000).alias("duration_us"),
+    ]
+    comm = comm_ops.select(columns).with_columns(
+        communication_type(pl.col("op_name")).alias("op_type"),
+        pl.lit(COMMUNICATION_TASK_TYPES[0]).alias("task_type"),
     )
-    return canonical_tasks(tasks)
+    return canonical_tasks(pl.concat([kernels.select(columns), comm]))
 
 
 def paddle_tasks(events: pl.DataFrame) -> pl.DataFrame:

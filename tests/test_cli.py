@@ -27,8 +27,8 @@ def test_inspect_sample_prints_layout_cards_files_counts(samples, cache_dir):
     assert "mindstudio_profiler_output/op_summary_20240605100000.csv" in out
     assert "mindstudio_profiler_output/msprof_20240605100000.json" in out
     card_line = next(line for line in out.splitlines() if line.startswith("0 "))
-    # tasks, op types, compute (151 + 15 + 0), wait (0 + 20 + 5), span, events
-    assert card_line.split() == ["0", "3", "1", "166.000", "25.000", "151.000", "25"]
+    # tasks, op types, compute (151 + 15 + 0), communication, wait (0 + 20 + 5), span, events
+    assert card_line.split() == ["0", "3", "1", "166.000", "0.000", "25.000", "151.000", "25"]
     assert "timeline  25 events" in out
     assert list(cache_dir.glob("*.parquet")), "the first load fills the cache"
 

@@ -112,4 +112,5 @@ def test_ascend_profiling_parent_of_era_b(tmp_path, samples):
     shutil.copytree(samples / "msprof_golden" / "mindstudio_profiler_output", prof_dir / "mindstudio_profiler_output")
     prof = _open(tmp_path / "ascend_profiling")
     assert prof.capture.name == prof_dir.name
-    assert prof.tasks.height == 3 and prof.op_statistic.height == 2 and prof.events.height > 0
+    # op_statistic (another upstream test's rows) disagrees with the tasks: derived, 1 type.
+    assert prof.tasks.height == 3 and prof.op_statistic.height == 1 and prof.events.height > 0

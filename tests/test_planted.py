@@ -79,7 +79,7 @@ def test_report_json_names_the_planted_op_types(tmp_path):
     assert got == {(p.rule, (p.op_type,), p.card) for p in g.planted}
     for card in report["cards"]:
         assert set(card) >= {"card", "summary", "op_statistic", "top_duration", "top_wait", "findings"}
-        assert set(card["summary"]) == {"tasks", "compute_us", "wait_us", "span_us", "op_types"}
+        assert set(card["summary"]) == {"tasks", "compute_us", "communication_us", "wait_us", "span_us", "op_types"}
         assert card["summary"]["tasks"] == g.rows_per_card[card["card"]]
         durations = [r["duration_us"] for r in card["top_duration"]]
         assert durations == sorted(durations, reverse=True) and len(durations) == 10

@@ -78,7 +78,7 @@ def test_block_dim_and_graph_mode_columns(tmp_path):
     )
     t = _tasks(path)
     row = t.row(0, named=True)
-    assert (row["model_name"], row["model_id"], row["infer_id"]) == ("ge_default", 1, 2)
+    assert (row["model_name"], row["model_id"], row["infer_id"]) == ("ge_default", "1", "2")
     assert (row["block_num"], row["mix_block_num"]) == (4, 2)
     assert row["op_state"] is None  # optional OP State absent
 
@@ -98,7 +98,7 @@ def test_torch_npu_renamed_columns(tmp_path):
     row = prof.tasks.row(0, named=True)
     assert prof.layout == "torch_npu"
     assert (row["op_name"], row["op_type"], row["task_type"]) == ("aclnnMul_MulAiCore_Mul", "Mul", "AI_VECTOR_CORE")
-    assert (row["step_id"], row["start_ns"], row["duration_us"], row["wait_us"]) == (3, 1736413971558972912, 4.5, 1.25)
+    assert (row["step_id"], row["start_ns"], row["duration_us"], row["wait_us"]) == ("3", 1736413971558972912, 4.5, 1.25)
     assert row["input_shapes"] == "8,8;8,8"
 
 
@@ -168,7 +168,7 @@ def test_timeline_float_and_string_ts_and_big_flow_ids(tmp_path):
     assert ev.filter(pl.col("ph") == "s")["flow_id"].item() == big
     assert ev.filter(pl.col("name") == "Add")["ts_ns"].item() == 1717575960209020758
     assert ev.filter(pl.col("name") == "Mul")["ts_ns"].item() == 542118179416190
-    assert ev.filter(pl.col("name") == "Mul")["stream_id"].item() == 2  # Era A "Stream Id"
+    assert ev.filter(pl.col("name") == "Mul")["stream_id"].item() == "2"  # Era A "Stream Id"
     assert set(ev["card"].unique()) == {"3"}  # host events go to the only NPU card
     # No op_summary: the device task events become the tasks.
     assert prof.tasks_from == "timeline"

@@ -16,7 +16,7 @@ from textual.binding import Binding
 from textual.worker import Worker, WorkerState
 
 from npuscope.analysis import Thresholds, diagnose
-from npuscope.parsers import Cancelled, FrameCache, ProfileError, open_profile
+from npuscope.parsers import Cancelled, FrameCache, ProfileError, ReadOptions, open_profile
 
 from npuscope.analysis.compare import compare_runs, render_comparison
 
@@ -44,8 +44,10 @@ class NpuscopeApp(App):
         thresholds: Thresholds | None = None,
         export_dir: Path | None = None,
         compare_with: Path | None = None,
+        read: ReadOptions | None = None,
     ) -> None:
         super().__init__()
+        self.read = read or ReadOptions()
         self.compare_with = compare_with
         self.path = path
         self.capture = capture
@@ -81,7 +83,8 @@ class NpuscopeApp(App):
         cache = FrameCache(enabled=self.use_cache, background=True)
         try:
             profile = open_profile(
-                self.path, capture=capture, cache=cache, progress=progress, cancel=self.cancel_load, pmu=False
+                self.path, capture=capture, cache=cache, progress=progress, cancel=self.cancel_load, pmu=False,
+                strict=self.read.strict, source=self.read.source, timeline=self.read.timeline,
             )
             self.post_message(LoadProgressed(1, 1, "diagnosing"))
             diagnosis = diagnose(profile, self.thresholds, cache=cache)

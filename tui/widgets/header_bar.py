@@ -18,7 +18,13 @@ class HeaderBar(Static):
                 (f" {position}" if len(cards) > 1 else "", "dim"),
                 "  ",
                 f"{summary['tasks']:,} tasks · compute {human_us(summary['compute_us'])} · "
-                f"wait {human_us(summary['wait_us'])} · span {human_us(summary['span_us'])}",
+                + (f"comm {human_us(summary['communication_us'])} · " if summary.get("communication_us") else "")
+                + f"wait {human_us(summary['wait_us'])} · ",
+                (
+                    ("span ?: start times damaged", "bold red")
+                    if summary["span_us"] is None
+                    else f"span {human_us(summary['span_us'])}"
+                ),
                 "   ",
                 (capture, "bold"),
                 (f"  {layout}", "dim"),
