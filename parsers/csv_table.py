@@ -301,7 +301,8 @@ def start_to_ns(col: str, unit_ns: int) -> pl.Expr:
     s = pl.col(col).str.strip_chars("\t\"' \r")
     parts = s.str.split_exact(".", 1)
     digits = len(str(unit_ns)) - 1
-    whole = parts.struct.field("field_0").cast(pl.Int64, strict=False) * unit_ns
+    whole_units = parts.struct.field("field_0").cast(pl.Int64, strict=False)
+    whole = pl.when(whole_units.abs() <= _MAX_EPOCH_NS // unit_ns).then(whole_units * unit_ns)
     if digits:
         frac = (
             parts.struct.field("field_1")
@@ -313,7 +314,8 @@ def start_to_ns(col: str, unit_ns: int) -> pl.Expr:
         exact = whole + frac
     else:
         exact = whole
-    exponent = (s.cast(pl.Float64, strict=False) * unit_ns).round(0).cast(pl.Int64, strict=False)
+    scaled = s.cast(pl.Float64, strict=False) * unit_ns
+    exponent = pl.when(scaled.abs() <= _MAX_EPOCH_NS).then(scaled.round(0).cast(pl.Int64, strict=False))
     return pl.when(s.str.contains("[eE]")).then(exponent).otherwise(exact)
 
 
@@ -328,9 +330,11 @@ def times_to_ns(values: pl.Series, unit_ns: int) -> pl.Series:
     digits = len(str(unit_ns)) - 1
     s = pl.col("s").str.strip_chars("\t\"' \r")
     dot = s.str.find(".", literal=True)
+    limit = _MAX_EPOCH_NS // unit_ns
+    whole = s.cast(pl.Int64, strict=False)
     fast = frame.select(
         pl.when(dot.is_null())
-        .then(s.cast(pl.Int64, strict=False) * unit_ns)
+        .then(pl.when(whole.abs() <= limit).then(whole * unit_ns))
         .when(s.str.len_bytes() - dot - 1 == digits)
         .then(s.str.replace(".", "", literal=True).cast(pl.Int64, strict=False))
         .alias("ns"),
@@ -339,7 +343,15 @@ def times_to_ns(values: pl.Series, unit_ns: int) -> pl.Series:
     misses = fast.select((pl.col("ns").is_null() & pl.col("present")).any()).item()
     if not misses:
         return fast["ns"]
-    return frame.select(start_to_ns("s", unit_ns).alias("ns"))["ns"]
+    ns = pl.col("ns")
+    return frame.select(start_to_ns("s", unit_ns).alias("ns")).select(
+        pl.when(ns.abs() <= _MAX_EPOCH_NS).then(ns).alias("ns")
+    )["ns"]
+
+
+# Epoch nanoseconds up to the year 2262 stay exact in Int64; anything beyond is damage
+# (an overflowing multiplication would wrap around silently).
+_MAX_EPOCH_NS = 9_000_000_000_000_000_000
 
 
 def _cast(spec: ColumnSpec, src: str) -> pl.Expr:
@@ -358,10 +370,9 @@ def _cast(spec: ColumnSpec, src: str) -> pl.Expr:
             .otherwise(col)
             .alias(spec.name)
         )
-    if spec.kind == "int":
-        # Float64 first: spreadsheets write ids as `4.29E+09`; ids fit in 2^53.
-        return col.cast(pl.Float64).cast(pl.Int64).alias(spec.name)
-    if spec.kind == "float":
+    if spec.kind in ("int", "float"):
+        # Read as Float64 (spreadsheets write counts as `4.29E+09`); whole-number columns are
+        # cast to Int64 once `_check_numbers` has ruled out inf, nan and out-of-range values.
         return col.cast(pl.Float64).alias(spec.name)
     raise ValueError(spec.kind)
 
@@ -414,15 +425,40 @@ def read_table(
     start = next((s.name for s in matched.values() if s.kind == "start"), None)
     if start is not None:
         _check_starts(paths, df, start, next(n for n, s in matched.items() if s.kind == "start"))
+    _check_numbers(paths, df, matched)
+    ints = [pl.col(spec.name).cast(pl.Int64) for spec in matched.values() if spec.kind == "int"]
+    if ints:
+        df = df.with_columns(ints)
     return df, [n.strip() for n in kept_extra]
+
+
+# Durations, waits and counts beyond this are damage, not measurements (1e15 us is 31 years);
+# it also keeps every sum and every conversion to integer nanoseconds inside Int64.
+_MAX_NUMBER = 1e15
+
+
+def _check_numbers(paths: Sequence[Path], df: pl.DataFrame, matched: dict[str, ColumnSpec]) -> None:
+    """inf, nan, 1e400 and other absurd values in numeric columns: one line, not a traceback."""
+    for header, spec in matched.items():
+        if spec.kind not in ("int", "float"):
+            continue
+        col = pl.col(spec.name)
+        bad = (~col.is_finite() | (col.abs() > _MAX_NUMBER)).fill_null(False)
+        row = df.select(bad.arg_max().alias("at"), bad.any().alias("any")).row(0)
+        if row[1]:
+            value = df[spec.name][row[0]]
+            raise ProfileError(
+                f"{paths[0]}: column {header.strip()!r} holds {value!r} on data row {row[0] + 1}, "
+                "not a usable number; the file is damaged or edited: export it again"
+            )
 
 
 def _check_starts(paths: Sequence[Path], df: pl.DataFrame, col: str, header: str) -> None:
     bad = df.select(pl.col(col).is_null().arg_max()).item() if df[col].null_count() else None
     if bad is not None:
         raise ProfileError(
-            f"{paths[0]}: column {header!r} has an empty or unreadable start time on data row "
-            f"{bad + 1}; the file is damaged, export it again"
+            f"{paths[0]}: column {header!r} has an empty, unreadable or out-of-range start time "
+            f"on data row {bad + 1}; the file is damaged, export it again"
         )
 
 

@@ -149,7 +149,10 @@ def _typed(raw: pl.DataFrame, meta: dict) -> pl.DataFrame:
         "ph",
         times_to_ns(ev["ts"], 1000).alias("ts_ns"),
         # Durations are small: Float64 is exact enough, and rounds as the trace meant.
-        (pl.col("dur").cast(pl.Float64, strict=False) * 1000).round(0).cast(pl.Int64).alias("dur_ns"),
+        # A duration that is not a finite number of a sane size (inf, 1e400) is no duration.
+        pl.when(pl.col("dur").cast(pl.Float64, strict=False).abs() < 1e15)
+        .then((pl.col("dur").cast(pl.Float64, strict=False) * 1000).round(0).cast(pl.Int64, strict=False))
+        .alias("dur_ns"),
         "cat",
         pl.col("id").alias("flow_id"),
         pl.col("args").struct.field("Task Type").alias("task_type"),
@@ -277,7 +280,8 @@ def _resolve(df: pl.DataFrame, meta: dict, card: str | None) -> pl.DataFrame:
         pid_card = {pid: card for pid in proc}
     else:
         cards = sorted(set(npu.values()))
-        host_card = cards[0] if len(cards) == 1 else "host"
+        # No NPU label at all: one card's timeline (a lone msprof_*.json or trace_view.json).
+        host_card = cards[0] if len(cards) == 1 else ("0" if not cards else "host")
         pid_card = {pid: npu.get(pid, host_card) for pid in proc}
     threads = pl.DataFrame(
         {

@@ -60,7 +60,7 @@ def device_tasks(events: pl.DataFrame) -> pl.DataFrame:
 def paddle_tasks(events: pl.DataFrame) -> pl.DataFrame:
     """Paddle operator events as tasks: host operators are task type CPU, kernels as named."""
     ops = events.filter(
-        (pl.col("ph") == "X") & pl.col("cat").is_in(["Operator", "Kernel"])
+        (pl.col("ph") == "X") & pl.col("cat").is_in(["Operator", "Kernel"]) & pl.col("ts_ns").is_not_null()
     )
     name = pl.col("name").str.replace(_PADDLE_SUFFIX, "").str.strip_chars()
     tasks = ops.select(
