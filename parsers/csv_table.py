@@ -37,6 +37,11 @@ def read_header(path: Path) -> list[str]:
         raise ProfileError(f"{path}: the file is empty; re-export the profile with msprof")
     if first.startswith(b"\xef\xbb\xbf"):
         first = first[3:]
+    if b"\r" in first.rstrip(b"\r\n"):
+        raise ProfileError(
+            f"{path}: lines end with a bare CR (old Mac / spreadsheet line endings); convert "
+            "them with `tr '\\r' '\\n'` or export the file again"
+        )
     try:
         text = first.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -128,7 +128,7 @@ def pick_files(folder: Path) -> dict[str, tuple[Path, ...]]:
     except PermissionError:
         raise _denied(folder) from None
     for entry in entries:
-        if not entry.is_file():
+        if not _entry_is_file(entry):
             continue
         parsed = _parse_name(entry.name)
         if parsed is None:
@@ -143,24 +143,46 @@ def pick_files(folder: Path) -> dict[str, tuple[Path, ...]]:
     return {k: tuple(v) for k, v in out.items()}
 
 
+def _entry_is_file(entry: os.DirEntry) -> bool:
+    """`is_file` that says no for a symlink loop or a vanished target (it raises)."""
+    try:
+        return entry.is_file()
+    except OSError:
+        return False
+
+
 def pick_db(folder: Path) -> Path | None:
     """The db export in `folder`: the newest `msprof_<ts>.db` (re-exports leave several)."""
     try:
-        names = [e.name for e in os.scandir(folder) if DB_RE.match(e.name) and e.is_file()]
+        entries = list(os.scandir(folder))
     except OSError:
         return None
+    names = [e.name for e in entries if DB_RE.match(e.name) and _entry_is_file(e)]
     if not names:
         return None
     return folder / max(names, key=lambda n: int(DB_RE.match(n).group(1)))
 
 
+def _real(path: Path) -> str:
+    try:
+        return os.path.realpath(path)
+    except OSError:
+        return str(path)
+
+
 def _source(card: str | None, *folders: Path) -> Source | None:
     found: dict[str, tuple[Path, ...]] = {}
     db = None
+    seen: set[str] = set()  # real paths and names already taken: each file is read once
     for folder in folders:
         if _is_dir(folder):
             for kind, paths in pick_files(folder).items():
-                found[kind] = found.get(kind, ()) + paths
+                # A copy of op_summary in device_0/ beside summary/, or `timeline` as a symlink
+                # to `summary`: the first folder's file wins.
+                fresh = tuple(p for p in paths if _real(p) not in seen and p.name not in seen)
+                seen.update(_real(p) for p in fresh)
+                seen.update(p.name for p in fresh)
+                found[kind] = found.get(kind, ()) + fresh
             db = db or pick_db(folder)
     if not found and db is None:
         return None
@@ -330,7 +352,7 @@ def _scan(folder: Path, depth: int, found: dict[str, list]) -> None:
     except OSError:
         return
     for entry in entries:
-        if entry.is_file() and entry.name.endswith(PADDLE_SUFFIX):
+        if entry.name.endswith(PADDLE_SUFFIX) and _entry_is_file(entry):
             found["paddle"].append(Path(entry.path))
     if depth == 0:
         loose = _source(_card_from_path(folder / "_"), folder)
@@ -361,6 +383,11 @@ def discover(path: str | os.PathLike) -> list[Capture]:
         raise ProfileError(f"{root}: no such file or folder; check the path")
     if root.is_file():
         return [_file_capture(root)]
+    if not root.is_dir():
+        raise ProfileError(
+            f"{root}: not a regular file or folder (a FIFO, socket or device); point npuscope at "
+            "an exported profile"
+        )
     if not _readable(root):
         raise _denied(root)
     found: dict[str, list] = defaultdict(list)
@@ -401,8 +428,33 @@ def discover(path: str | os.PathLike) -> list[Capture]:
             "up to 4 levels down); point npuscope at "
             "an exported profile"
         )
-    captures.sort(key=lambda c: c.stamp, reverse=True)
+    captures.sort(key=lambda c: stamp_seconds(c), reverse=True)
     return captures
+
+
+def stamp_seconds(capture: Capture) -> float:
+    """A capture's time as epoch seconds, whatever its stamp is: a PROF name's 17-digit
+    local time, an export's 14-digit stamp, a folder's mtime in seconds, or, failing all of
+    them, the newest file's mtime. Comparing the stamps as text would rank by their kind."""
+    import datetime as dt
+
+    stamp = capture.stamp
+    for digits, fmt in ((17, "%Y%m%d%H%M%S%f"), (14, "%Y%m%d%H%M%S")):
+        if len(stamp) == digits and stamp.isdigit():
+            text = stamp + ("000" if digits == 17 else "")
+            try:
+                return dt.datetime.strptime(text, fmt).timestamp()
+            except ValueError:
+                break
+    if stamp.isdigit() and len(stamp) <= 11:
+        return float(stamp)
+    times = []
+    for path in capture.files:
+        try:
+            times.append(path.stat().st_mtime)
+        except OSError:
+            pass
+    return max(times, default=0.0)
 
 
 def _stamp_of(src: Source) -> str:

@@ -46,6 +46,8 @@ def load_json(path: Path) -> object:
         raise ProfileError(f"{path}: permission denied; make the file readable (chmod +r)") from None
     except OSError as exc:
         raise ProfileError(f"{path}: cannot be read ({exc.strerror})") from None
+    if data.startswith(b"\xef\xbb\xbf"):  # a UTF-8 BOM, as some editors save
+        data = data[3:]
     if not data.strip():
         raise ProfileError(f"{path}: the file is empty; re-export the profile with msprof")
     try:
@@ -185,7 +187,7 @@ def _pieces(path: Path, chunk_bytes: int) -> Iterator[bytes]:
         if path.stat().st_size == 0:
             raise _SplitFailed
         with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            head = mm[:4096].lstrip()
+            head = mm[:4096].removeprefix(b"\xef\xbb\xbf").lstrip()
             if head.startswith(b"["):
                 start = mm.find(b"[") + 1
             else:  # Paddle: {"displayTimeUnit": ..., "traceEvents": [...], "ExtraInfo": {...}}
