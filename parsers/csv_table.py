@@ -18,6 +18,7 @@ import polars as pl
 
 from .columns import NULL_VALUES, START_UNITS, ColumnSpec
 from .errors import ProfileError
+from .memory import ensure_fits
 
 _TAIL_BYTES = 1 << 16
 
@@ -396,6 +397,7 @@ def read_table(
     (PMU counters) when `extra_as_float` is set; otherwise extra headers are dropped.
     """
     header = read_header(paths[0])
+    ensure_fits(paths, "csv")
     for path in paths:
         this = read_header(path) if path is not paths[0] else header
         if this != header:

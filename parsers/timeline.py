@@ -23,6 +23,7 @@ import polars as pl
 from .columns import EVENT_SCHEMA
 from .csv_table import times_to_ns
 from .errors import ProfileError
+from .memory import ensure_fits
 
 # `NPU 3` in Era B merged exports; torch_npu writes a bare `NPU` (one card per output).
 _NPU_LABEL = re.compile(r"NPU\s*(\d*)")
@@ -238,6 +239,7 @@ def read_timeline(
     torch_npu output); otherwise the card comes from the process label (`NPU 3`), and host
     processes belong to the only card or, with several, to `host`.
     """
+    ensure_fits(paths, "json")
     meta: dict = {"process": {}, "labels": {}, "thread": {}}
     frames = []
     for path in paths:

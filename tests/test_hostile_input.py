@@ -173,3 +173,24 @@ def test_newest_first_across_stamp_kinds(tmp_path):
     shutil.copy(SAMPLES / "torch_npu_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv", pt)
     captures = discover(tmp_path)
     assert [c.layout for c in captures] == ["torch_npu", "era_b"]  # made today vs in 2020
+
+
+def test_a_parse_that_cannot_fit_is_refused_not_aborted(tmp_path):
+    """polars aborts the process (SIGABRT) when an allocation fails: the size is checked first."""
+    path = tmp_path / "op_summary_1.csv"
+    row = "1,2,3,MatMulV3,MatMulV3,AI_CORE,{start}\t,151.000,0,8\n"
+    with open(path, "w") as fh:
+        fh.write(HEADER + "\n")
+        for i in range(400_000):
+            fh.write(row.format(start=f"{1717575960208020 + i}.758"))
+    code = (
+        "import resource, sys\n"
+        "import polars, npuscope.parsers, npuscope.analysis\n"
+        "from npuscope.cli import main\n"
+        "from npuscope.parsers.memory import _vm_size\n"
+        # 20 MB of address space left: far less than parsing the 30 MB file needs.
+        "resource.setrlimit(resource.RLIMIT_AS, (_vm_size() + (20 << 20), resource.RLIM_INFINITY))\n"
+        f"sys.exit(main(['report', {str(path)!r}, '--no-cache']))\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    _one_line_exit_2(res, "needs about")
