@@ -33,6 +33,7 @@ import polars as pl
 
 from npuscope.parsers import Profile, ProfileError
 from npuscope.parsers.columns import COMMUNICATION_TASK_TYPES
+from npuscope.parsers.text import printable
 
 from .diagnose import Diagnosis, diagnose
 from .findings import SEVERITIES, Finding
@@ -693,7 +694,7 @@ def render_comparison(c: Comparison, fmt: str, *, top: int | None = 20) -> str:
         names = [o.label for o in c.op_types if o.status == status]
         if names:
             out.append(f"{word}: {', '.join(names[:20])}{' ...' if len(names) > 20 else ''}")
-    return "\n".join(out) + "\n"
+    return printable("\n".join(out) + "\n")
 
 
 # --------------------------------------------------------------------------- card against card

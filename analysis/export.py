@@ -22,6 +22,7 @@ import polars as pl
 
 from npuscope.parsers import ProfileError
 from npuscope.parsers.layout import PROF_RE
+from npuscope.parsers.text import one_line, spreadsheet_cell
 
 EXPORT_DIR_ENV = "NPUSCOPE_EXPORT_DIR"
 EXPORT_FOLDER = "npuscope-exports"
@@ -173,9 +174,17 @@ def _error(where: Path, exc: BaseException, what: str = "cannot write the export
 
 def _write_csv(f: BinaryIO, data: pl.DataFrame, titles: list[str]) -> None:
     header = io.StringIO()
-    csv.writer(header, lineterminator="\n").writerow(titles)
+    csv.writer(header, lineterminator="\n").writerow([spreadsheet_cell(t) for t in titles])
     f.write(header.getvalue().encode("utf-8"))
-    data.write_csv(f, include_header=False)
+    text = [c for c, t in data.schema.items() if t == pl.String]
+    data.with_columns(_cell(pl.col(c)).alias(c) for c in text).write_csv(f, include_header=False)
+
+
+def _cell(col: pl.Expr) -> pl.Expr:
+    """`spreadsheet_cell` for a whole column: control characters but tab and newline shown as `?`, a leading
+    `= + - @` made text, so a name from a profile never runs as a spreadsheet formula."""
+    clean = col.str.replace_all(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", "?")  # CSV quotes tab and newline
+    return pl.when(clean.str.contains(r"^[=+\-@]")).then(pl.lit("'") + clean).otherwise(clean)
 
 
 def _markdown(data: pl.DataFrame, titles: list[str]) -> str:
@@ -195,5 +204,5 @@ def _markdown(data: pl.DataFrame, titles: list[str]) -> str:
 def _md_cell(value: object) -> str:
     if value is None:
         return ""
-    text = f"{value:,.3f}" if isinstance(value, float) else str(value)
+    text = f"{value:,.3f}" if isinstance(value, float) else one_line(str(value))
     return " ".join(text.split()).replace("|", "\\|")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import polars as pl
 
 from npuscope.parsers import Profile, ProfileError
+from npuscope.parsers.text import printable
 
 from .diagnose import Diagnosis
 
@@ -91,4 +92,4 @@ def op_report(profile: Profile, diagnosis: Diagnosis, task: dict) -> str:
     if named:
         lines += ["", "### Findings naming it", ""]
         lines += [f"- `{f.rule}` ({f.severity}): {f.title}. {f.advice}" for f in named]
-    return "\n".join(lines) + "\n"
+    return printable("\n".join(lines) + "\n")  # names and shapes are untrusted text

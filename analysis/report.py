@@ -12,6 +12,7 @@ import polars as pl
 
 from npuscope.parsers import Profile
 from npuscope.parsers.frames import is_communication
+from npuscope.parsers.text import printable
 
 from .diagnose import Diagnosis
 
@@ -209,4 +210,5 @@ def render(report: dict[str, Any], fmt: str) -> str:
             for r in card["top_wait"]
         ]
         out += table(["Op Name", "OP Type", "Start(us)", "Wait(us)", "Cause", "Duration(us)", "Input Shapes"], rows, {2, 3, 5})
-    return "\n".join(out) + "\n"
+    # Op names, shapes, notes and paths come from the files: no escape sequence gets through.
+    return printable("\n".join(out) + "\n")

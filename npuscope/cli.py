@@ -163,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     from npuscope.parsers import ProfileError
+    from npuscope.parsers.text import one_line
 
     try:
         if args.command == "inspect":
@@ -178,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
 
             return run_compare(args)
     except ProfileError as exc:
-        print(f"npuscope: {exc}", file=sys.stderr)
+        print(f"npuscope: {one_line(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("npuscope: interrupted", file=sys.stderr)
@@ -194,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
 def run_explorer(args: argparse.Namespace) -> int:
     """Check the path before the UI starts (bad input exits 2 with one line), then run."""
     from npuscope.parsers import ProfileError
+    from npuscope.parsers.text import one_line
 
     try:
         from npuscope.analysis import Thresholds
@@ -207,7 +209,7 @@ def run_explorer(args: argparse.Namespace) -> int:
             discover(compare_with)
         thresholds = Thresholds.load(args.rules) if args.rules else Thresholds()
     except ProfileError as exc:
-        print(f"npuscope: {exc}", file=sys.stderr)
+        print(f"npuscope: {one_line(str(exc))}", file=sys.stderr)
         return 2
     from npuscope.parsers import ReadOptions
     from npuscope.tui.app import NpuscopeApp
@@ -218,7 +220,7 @@ def run_explorer(args: argparse.Namespace) -> int:
     )
     app.run()
     if app.error_message:
-        print(f"npuscope: {app.error_message}", file=sys.stderr)
+        print(f"npuscope: {one_line(app.error_message)}", file=sys.stderr)
     return app.return_code or 0
 
 

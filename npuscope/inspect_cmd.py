@@ -41,8 +41,10 @@ def _print(prof, args: argparse.Namespace) -> None:
     import polars as pl
 
     from npuscope.parsers.frames import is_communication
+    from npuscope.parsers.text import printable
 
-    out = sys.stdout.write
+    def out(text: str) -> None:  # folder, file and op names are untrusted text
+        sys.stdout.write(printable(text))
     root = prof.path if prof.path.is_dir() else prof.path.parent
     out(f"path      {prof.path.resolve()}\n")
     if len(prof.captures) > 1:

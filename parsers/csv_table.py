@@ -167,6 +167,7 @@ def _csv(source: Path | io.BytesIO, schema: dict[str, pl.DataType]) -> pl.DataFr
         quote_char='"',
         encoding="utf8",
         truncate_ragged_lines=False,
+        glob=False,  # a folder named `run[1]` is a name, not a pattern
     )
 
 
@@ -236,6 +237,7 @@ def short_lines(path: Path, fields: int) -> list[int]:
         schema={"line": pl.String},
         truncate_ragged_lines=True,
         encoding="utf8-lossy",
+        glob=False,
     )
     counts = lines.with_row_index("no", offset=1).select(
         "no",

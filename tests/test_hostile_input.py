@@ -194,3 +194,55 @@ def test_a_parse_that_cannot_fit_is_refused_not_aborted(tmp_path):
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     _one_line_exit_2(res, "needs about")
+
+
+ESC_NAME = "Evil\x1b]52;c;ZXZpbA==\x07\x1b[2JOp"
+
+
+def _evil_profile(tmp_path: Path) -> Path:
+    folder = tmp_path / "run\x1b[31mred"
+    folder.mkdir()
+    path = folder / "op_summary_1.csv"
+    rows = [
+        f"1,2,3,{ESC_NAME},=HYPERLINK(1),AI_CORE,1717575960208020.758\t,1500.0,0,8",
+        "1,3,3,+cmd,@SUM,AI_CORE,1717575960210020.758\t,10.0,600,8",
+    ]
+    path.write_text(HEADER + "\n" + "\n".join(rows) + "\n")
+    return folder
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("report",), ("report", "--format", "markdown"), ("report", "--op", ESC_NAME), ("inspect",)],
+)
+def test_escape_sequences_never_reach_the_terminal(tmp_path, args):
+    folder = _evil_profile(tmp_path)
+    res = subprocess.run(
+        [sys.executable, "-m", "npuscope", args[0], str(folder), *args[1:], "--no-cache"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    assert "\x1b" not in res.stdout and "\x07" not in res.stdout
+    assert "Evil" in res.stdout or args[0] == "inspect"
+
+
+def test_a_bad_path_with_escapes_is_one_clean_line(tmp_path):
+    res = _cli("report", str(tmp_path / "no\x1b]0;title\x07such"))
+    assert res.returncode == 2 and "\x1b" not in res.stderr and "\x07" not in res.stderr
+
+
+def test_exports_hold_no_escape_and_no_formula(tmp_path):
+    from npuscope.analysis.export import export_table
+
+    prof = _open(_evil_profile(tmp_path))
+    columns = [("op_name", "op_name"), ("op_type", "op_type"), ("duration_us", "duration_us")]
+    csv_path, md_path = export_table(prof.tasks, columns, tmp_path / "out", "tasks")
+    for path in (csv_path, md_path):
+        text = path.read_text()
+        assert "\x1b" not in text and "\x07" not in text
+    import csv as csv_module
+
+    rows = list(csv_module.DictReader(open(csv_path, newline="")))
+    assert {r["op_type"] for r in rows} == {"'=HYPERLINK(1)", "'@SUM"}
+    assert rows[1]["op_name"] == "'+cmd"
+    assert float(rows[0]["duration_us"]) == 1500.0  # numbers stay numbers
