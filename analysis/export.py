@@ -22,7 +22,7 @@ import polars as pl
 
 from npuscope.parsers import ProfileError
 from npuscope.parsers.layout import PROF_RE
-from npuscope.parsers.text import one_line, spreadsheet_cell
+from npuscope.parsers.text import printable, spreadsheet_cell
 
 EXPORT_DIR_ENV = "NPUSCOPE_EXPORT_DIR"
 EXPORT_FOLDER = "npuscope-exports"
@@ -204,5 +204,5 @@ def _markdown(data: pl.DataFrame, titles: list[str]) -> str:
 def _md_cell(value: object) -> str:
     if value is None:
         return ""
-    text = f"{value:,.3f}" if isinstance(value, float) else one_line(str(value))
+    text = f"{value:,.3f}" if isinstance(value, float) else printable(str(value))
     return " ".join(text.split()).replace("|", "\\|")
