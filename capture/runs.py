@@ -13,16 +13,21 @@ The job is started as ``cd RUN || exit; setsid sh run.sh </dev/null >/dev/null 2
 setup is separated by ``;`` so only the job goes to the background, with every standard stream
 off the SSH channel, which therefore closes at once. Every value that comes from the user is
 passed through `shlex.quote`.
+
+What the host prints back (its log, run.json) is read as untrusted text: `parse_runs` and
+`parse_record` never raise.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from .spec import DEFAULT_MSPROF, CaptureSpec
+from .spec import DEFAULT_MSPROF, DEVICES, CaptureSpec
+from .text import one_line
 
 # Exit codes written to `exit`: 0-4 come from the bootstrap, the rest from run.sh or the shell.
 EXIT_MESSAGES = {
@@ -41,6 +46,7 @@ EXIT_MESSAGES = {
 MARK_EXIT = "NPUSCOPE_EXIT"
 LOG_SNAPSHOT = "log.fetch"  # the copy of the log that is fetched
 MARK_NO_RUN = "NPUSCOPE_NO_RUN"
+MAX_STEP = 10**12  # larger step numbers in a run's record or progress are not believed
 
 
 def root_expr(root: str) -> str:
@@ -183,18 +189,21 @@ echo "NPUSCOPE_PID $(cat pid 2>/dev/null)"
 """
 
 
-def follow_script(run_dir: str) -> str:
-    """The job's log from the start, live, until the job ends; then its exit code."""
+def follow_script(run_dir: str, token: str = "") -> str:
+    """The job's log from the start, live, until the job ends; then its exit code. The markers
+    end with `token`, which the job cannot know: a log line can never pass for them."""
     q = shlex.quote
-    return f"""cd {q(run_dir)} 2>/dev/null || {{ echo {MARK_NO_RUN}; exit 0; }}
+    t = f"-{token}" if token else ""
+    return f"""RUN={q(run_dir)}
+cd "$RUN" 2>/dev/null || {{ echo {MARK_NO_RUN}{t}; exit 0; }}
 i=0; while [ ! -s pid ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
-touch log
+touch log 2>/dev/null
 if [ -f exit ]; then cat log
 elif tail --help 2>&1 | grep -q -e --pid; then tail -n +1 -f --pid="$(cat pid)" log
 else  # a tail without --pid (busybox): no live log, all of it at the end
   while [ ! -f exit ] && kill -0 -"$(cat pid)" 2>/dev/null; do sleep 1; done; cat log
 fi
-printf '\\n{MARK_EXIT} %s\\n' "$(cat exit 2>/dev/null)"  # after a last line without newline
+printf '\\n{MARK_EXIT}{t} %s\\n' "$(cat exit 2>/dev/null)"  # after a last line without newline
 """
 
 
@@ -216,12 +225,14 @@ echo NPUSCOPE_CANCELLED
 
 def list_script(root: str) -> str:
     return f"""cd {root_expr(root)}/runs 2>/dev/null || exit 0
+field() {{ printf '%s' "$1" | tr '\\t\\n\\r' '   '; }}  # one field of one line
 for d in */; do
-  d=${{d%/}}; [ -f "$d/run.json" ] || continue
-  e=$(cat "$d/exit" 2>/dev/null); ph=$(cat "$d/phase" 2>/dev/null); p=$(cat "$d/pid" 2>/dev/null)
+  d=${{d%/}}; [ -d "$d" ] || continue
+  e=$(head -c 64 "$d/exit" 2>/dev/null); ph=$(head -c 64 "$d/phase" 2>/dev/null); p=$(cat "$d/pid" 2>/dev/null)
   a=0; [ -n "$p" ] && kill -0 -"$p" 2>/dev/null && a=1
   f=0; [ -f "$d/fetched" ] && f=1
-  printf 'NPUSCOPE_RUN\\t%s\\t%s\\t%s\\t%s\\t%s\\t' "$d" "$e" "$a" "$ph" "$f"; head -n 1 "$d/run.json"
+  printf 'NPUSCOPE_RUN\\t%s\\t%s\\t%s\\t%s\\t%s\\t' "$(field "$d")" "$(field "$e")" "$a" "$(field "$ph")" "$f"
+  head -n 1 "$d/run.json" 2>/dev/null | tr -d '\\r\\n'; echo
 done
 """
 
@@ -246,19 +257,93 @@ def parse_cleaned(text: str) -> list[tuple[str, int]]:
     cleaned = []
     for line in text.splitlines():
         parts = line.split("\t")
-        if len(parts) == 3 and parts[0] == "NPUSCOPE_CLEANED" and parts[2].isdigit():
+        if len(parts) == 3 and parts[0] == "NPUSCOPE_CLEANED" and _NUMBER.match(parts[2]):
             cleaned.append((parts[1], int(parts[2])))
     return cleaned
 
 
+_NUMBER = re.compile(r"^[0-9]{1,18}$")  # ASCII digits only: str.isdigit() accepts '²', int() does not
+_EXIT = re.compile(r"^-?[0-9]{1,9}$")
+
+
+def parse_exit(text: str) -> int | None:
+    """An exit code as written by run.sh, or None for anything else (empty, garbage)."""
+    text = text.strip()
+    return int(text) if _EXIT.match(text) else None
+
+
+def parse_json_object(text: str) -> dict | None:
+    """`text` as a JSON object, or None: never raises (deep nesting, huge numbers, bad UTF-8)."""
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError, TypeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def whole(value, low: int = 0, high: int = MAX_STEP) -> int | None:
+    """`value` when it is a JSON whole number in [low, high] (not a bool, a float or a string)."""
+    if isinstance(value, int) and not isinstance(value, bool) and low <= value <= high:
+        return value
+    return None
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """What a client needs from a run's run.json, checked; `problem` says why it is not usable."""
+
+    command: tuple[str, ...] = ()
+    fields: dict = field(default_factory=dict)  # device, start_step, steps, keep_running
+    created: float | None = None
+    problem: str = ""
+
+
+def parse_record(text: str) -> RunRecord:
+    """run.json's first line, checked field by field; a bad record names its first problem."""
+    if not text.strip():
+        return RunRecord(problem="no run.json")
+    data = parse_json_object(text)
+    if data is None:
+        return RunRecord(problem="not a JSON object")
+    spec = data.get("spec", {})
+    if not isinstance(spec, dict):
+        return RunRecord(problem="spec is not an object")
+    command = spec.get("command", [])
+    if not isinstance(command, list) or not all(isinstance(w, str) for w in command):
+        return RunRecord(problem="command is not a list of words")
+    fields: dict = {}
+    for key, low in (("start_step", 0), ("steps", 1)):
+        if key in spec:
+            value = whole(spec[key], low)
+            if value is None:
+                return RunRecord(problem=f"{key} is not a whole number from {low} to {MAX_STEP}")
+            fields[key] = value
+    if "device" in spec:
+        if spec["device"] not in DEVICES:
+            return RunRecord(problem=f"device is not one of {', '.join(DEVICES)}")
+        fields["device"] = spec["device"]
+    if "keep_running" in spec:
+        if not isinstance(spec["keep_running"], bool):
+            return RunRecord(problem="keep_running is not true or false")
+        fields["keep_running"] = spec["keep_running"]
+    created = data.get("created")
+    if not (isinstance(created, (int, float)) and not isinstance(created, bool) and 0 <= created < 1e11):
+        created = None
+    return RunRecord(tuple(command), fields, float(created) if created is not None else None)
+
+
 @dataclass(frozen=True)
 class RunInfo:
+    """One run as `--list` shows it. Every text field comes from the host: `label()` is printable."""
+
     id: str
     exit: int | None
     alive: bool
     phase: str
     fetched: bool
-    record: dict  # run.json
+    record: dict  # run.json's checked fields: {"created": float} when known, else {}
+    problem: str = ""  # why run.json is bad ("" when it is fine)
+    words: tuple[str, ...] = ()  # the training command
 
     @property
     def state(self) -> str:
@@ -272,26 +357,27 @@ class RunInfo:
 
     @property
     def command(self) -> str:
-        return " ".join(self.record.get("spec", {}).get("command", []))
+        return " ".join(self.words)
 
     def label(self) -> str:
-        """One line for listings: id, state, phase, command."""
-        return f"{self.id}  {self.state:<12} {self.phase or '-':<9} {self.command}"
+        """One line for listings: id, state, phase, command (or why run.json is bad)."""
+        what = f"[bad run.json: {self.problem}]" if self.problem else self.command
+        return one_line(f"{self.id}  {self.state:<12} {self.phase or '-':<9} {what}")
 
 
 def parse_runs(text: str) -> list[RunInfo]:
+    """`list_script`'s lines as runs, newest first; a line that is not one is skipped, a bad
+    run.json gives a run whose `problem` says so."""
     runs = []
     for line in text.splitlines():
         parts = line.split("\t", 6)
         if len(parts) != 7 or parts[0] != "NPUSCOPE_RUN":
             continue
         _, rid, code, alive, phase, fetched, record = parts
-        try:
-            data = json.loads(record)
-        except ValueError:
-            data = {}
-        runs.append(RunInfo(rid, int(code) if code.strip().lstrip("-").isdigit() else None,
-                            alive == "1", phase, fetched == "1", data))
+        rec = parse_record(record)
+        runs.append(RunInfo(rid, parse_exit(code), alive == "1", phase.strip(), fetched == "1",
+                            {"created": rec.created} if rec.created is not None else {},
+                            rec.problem, rec.command))
     runs.sort(key=lambda r: r.id, reverse=True)
     return runs
 

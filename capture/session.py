@@ -5,6 +5,10 @@ callback as `Event`s (phases, progress, log lines); failures raise `CaptureError
 and the last lines of the job's log. The remote job never depends on this process: when the
 client goes away (Ctrl-C, a closed explorer, a lost connection) it goes on, and `attach` picks
 it up again by its run id.
+
+What the host sends back is untrusted: a malformed progress line or run.json is ignored or
+reported in one line, never raised as anything but `CaptureError`, and every event's text is
+made printable (`text.printable`) before it reaches the callback.
 """
 
 from __future__ import annotations
@@ -38,15 +42,20 @@ from .runs import (
     listing_script,
     mark_fetched_script,
     parse_cleaned,
+    parse_exit,
+    parse_json_object,
     parse_probe,
+    parse_record,
     parse_runs,
     probe_script,
     record_script,
     run_script,
     tar_script,
     upload_script,
+    whole,
 )
 from .spec import CaptureError, CaptureSpec
+from .text import printable
 from .transport import Transport, transport_for
 from .upload import files_tar
 
@@ -91,7 +100,7 @@ class HostRun:
         self.spec = spec
         self.host = spec.host
         self.run_id = run_id
-        self.emit = emit
+        self.emit = lambda event: emit(replace(event, text=printable(event.text)))  # host text
         self.transport: Transport = transport_for(spec.host, spec.ssh_config, spec.accept_new_host_key)
         self.root = ""
         self.run_dir = ""
@@ -136,8 +145,9 @@ class HostRun:
             raise CaptureError(f"{self.host}: upload failed: {_last(res.stderr_lines())}")
         self.phase("launch", f"starting run {self.run_id}")
         res = await self.transport.run(launch_script(self.run_dir))
-        pid = next((ln.split()[1] for ln in res.text.splitlines()
-                    if ln.startswith("NPUSCOPE_PID ") and len(ln.split()) == 2), None)
+        pid = next((int(ln.split()[1]) for ln in res.text.splitlines()
+                    if ln.startswith("NPUSCOPE_PID ") and len(ln.split()) == 2
+                    and _PID.match(ln.split()[1])), None)
         if "NPUSCOPE_MISSING setsid" in res.text:
             raise CaptureError(f"{self.host}: missing on the host: setsid")
         if pid is None:
@@ -152,14 +162,15 @@ class HostRun:
         errors: list[str] = []
         says: list[str] = []
         code: int | None | str = "missing"
+        token = secrets.token_hex(8)  # the job cannot print the markers: it never sees the token
+        no_run, mark_exit = (f"{m}-{token}" for m in (MARK_NO_RUN, MARK_EXIT))
         try:
-            async for line in self.transport.lines(follow_script(self.run_dir)):
-                if line == MARK_NO_RUN:
+            async for line in self.transport.lines(follow_script(self.run_dir, token)):
+                if line == no_run:
                     code = "no run"
                     break
-                if line.startswith(MARK_EXIT):
-                    value = line[len(MARK_EXIT):].strip()
-                    code = int(value) if value.lstrip("-").isdigit() else None
+                if line.startswith(mark_exit + " ") or line == mark_exit:
+                    code = parse_exit(line[len(mark_exit):])
                     continue
                 if line.startswith(PREFIX):
                     self.on_progress(line[len(PREFIX):], errors)
@@ -180,13 +191,17 @@ class HostRun:
             raise CaptureError(self.failure(code, errors, says, list(tail)), tuple(tail))
 
     def on_progress(self, payload: str, errors: list[str]) -> None:
-        try:
-            event = json.loads(payload)
-        except ValueError:
+        """One `NPUSCOPE {json}` line from the job's log. The log is the host's: anything that is
+        not an event as the bootstrap writes it (a JSON object, whole step numbers, text
+        messages) is ignored."""
+        event = parse_json_object(payload)
+        if event is None:
             return
         kind = event.get("event")
         if kind == "step":
-            step = int(event.get("step", 0))
+            step = whole(event.get("step"))
+            if step is None:
+                return
             if step < self.start or self.start == 0:
                 self.emit(Event("progress", self.host, phase="warm-up", done=min(step, self.start),
                                 total=max(self.start, 1)))
@@ -194,8 +209,10 @@ class HostRun:
                 self.emit(Event("progress", self.host, phase="capture", done=step - self.start,
                                 total=self.spec.steps))
         elif kind == "window_moved":
-            self.start = int(event.get("start", self.start))
-            self.phase("warm-up", str(event.get("reason", "window moved")))
+            start = whole(event.get("start"))
+            if start is not None:
+                self.start = start
+            self.phase("warm-up", _message(event.get("reason")) or "window moved")
         elif kind == "capture_start":
             self.phase("capture", f"profiling steps {self.start}-{self.start + self.spec.steps}")
         elif kind == "capture_stop":
@@ -203,7 +220,7 @@ class HostRun:
         elif kind == "phase" and event.get("phase") == "export":
             self.phase("export", "msprof --export=on")
         elif kind == "error":
-            errors.append(str(event.get("message", "")))
+            errors.append(_message(event.get("message")))
 
     def failure(self, code: int | None, errors: list[str], says: list[str], tail: list[str]) -> str:
         what = f"{self.host}: "
@@ -263,6 +280,14 @@ async def _in_thread(fn, *args):
 
 def _last(lines: list[str]) -> str:
     return lines[-1] if lines else ""
+
+
+_PID = re.compile(r"^[1-9][0-9]{0,9}$")
+MAX_MESSAGE = 2000  # characters kept of a message from the job's log
+
+
+def _message(value) -> str:
+    return value[:MAX_MESSAGE] if isinstance(value, str) else ""
 
 
 async def _collect(runs: list[HostRun], out: Path, name: str, emit: Emit) -> Outcome:
@@ -344,26 +369,20 @@ async def attach(spec: CaptureSpec, run_id: str, emit: Emit) -> Outcome:
     _writable(Path(spec.out).expanduser())
     run = HostRun(spec.for_host(spec.host), run_id, emit)
     await run.resolve()
-    record = await _record(run)
-    if record:
-        saved = record.get("spec", {})
-        run.start = int(saved.get("start_step", run.start))
-        run.spec = replace(run.spec, command=tuple(saved.get("command", ())), **_follow_fields(saved))
+    record = parse_record(await _record(run))
+    if record.problem and record.problem != "no run.json":
+        run.phase("connect", f"run {run_id}: bad run.json ({record.problem}); following it without")
+    elif not record.problem:
+        run.start = record.fields.get("start_step", run.start)
+        run.spec = replace(run.spec, command=record.command, **record.fields)
     await run.follow()
     return await _collect([run], Path(spec.out).expanduser(), folder_name((spec.host,), run_id), emit)
 
 
-def _follow_fields(saved: dict) -> dict:
-    keys = ("device", "start_step", "steps", "keep_running")
-    return {k: saved[k] for k in keys if k in saved}
-
-
-async def _record(run: HostRun) -> dict:
-    res = await run.transport.run(record_script(run.run_dir))
-    try:
-        return json.loads(res.text.splitlines()[0]) if res.text.strip() else {}
-    except ValueError:
-        return {}
+async def _record(run: HostRun) -> str:
+    """The first line of the run's run.json ("" when there is none)."""
+    lines = (await run.transport.run(record_script(run.run_dir))).text.splitlines()
+    return lines[0] if lines else ""
 
 
 async def list_runs(spec: CaptureSpec) -> list[RunInfo]:

@@ -10,6 +10,8 @@ import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from .text import printable
+
 DEFAULT_MSPROF = "/usr/local/Ascend/ascend-toolkit/latest/tools/profiler/bin/msprof"
 DEFAULT_REMOTE_ROOT = "~/.cache/npuscope/capture"  # a subfolder of its own, apart from the frame cache files
 DEFAULT_OUT = "captures"
@@ -20,11 +22,15 @@ _HOST = re.compile(r"^[A-Za-z0-9_.@:%\[\]-]+$")
 
 
 class CaptureError(Exception):
-    """A capture could not be done: `str()` is one line; `log_tail` holds the last log lines."""
+    """A capture could not be done: `str()` is one line; `log_tail` holds the last log lines.
+
+    Both may quote the host (its log, its error text): they are made printable here, so no
+    escape sequence from a host reaches a terminal through an error."""
 
     def __init__(self, message: str, log_tail: tuple[str, ...] = (), code: int = 1):
-        super().__init__(message.splitlines()[0] if message else "capture failed")
-        self.log_tail = tuple(log_tail)
+        lines = printable(message).splitlines() if message else []
+        super().__init__(lines[0] if lines else "capture failed")
+        self.log_tail = tuple(printable(line) for line in log_tail)
         self.code = code  # 1: the job or capture failed; 2: bad arguments
 
 

@@ -4,6 +4,9 @@ Progress goes to stderr (phase lines; the job's log with --verbose); the last st
 local folder of the fetched capture. Exit 0 on success, 1 when the remote job or the capture
 failed (one line with the reason, then the last log lines), 2 for bad arguments, 130 when
 interrupted (the remote job goes on; the message says how to reattach).
+
+Text that comes from a host (its log, run records, error text) goes through
+`npuscope.capture.text.one_line` before it is printed: no escape sequence reaches the terminal.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from npuscope.capture.spec import (
     parse_hosts,
     usage_error,
 )
+from npuscope.capture.text import one_line
 
 EPILOG = (
     "The command after -- is run by the bootstrap: its first word is the python that runs the "
@@ -157,7 +161,7 @@ class StderrReporter:
 
     def line(self, host: str, text: str) -> None:
         prefix = f"[{host}] " if self.several else ""
-        sys.stderr.write(f"{time.monotonic() - self.t0:6.1f}s {prefix}{text}\n")
+        sys.stderr.write(f"{time.monotonic() - self.t0:6.1f}s {prefix}{one_line(text)}\n")
         sys.stderr.flush()
 
     def __call__(self, event) -> None:
@@ -176,7 +180,7 @@ class StderrReporter:
                 else:
                     self.line(event.host, f"fetch: {event.done / 1e6:.1f}/{event.total / 1e6:.1f} MB")
         elif event.kind == "log" and self.verbose:
-            sys.stderr.write(("  " if not self.several else f"  [{event.host}] ") + event.text + "\n")
+            sys.stderr.write(("  " if not self.several else f"  [{event.host}] ") + one_line(event.text) + "\n")
 
 
 def run_capture(argv: list[str]) -> int:
@@ -192,12 +196,12 @@ def run_capture(argv: list[str]) -> int:
         if args.list:
             return _print_runs(asyncio.run(session.list_runs(spec)), spec)
         if args.cancel:
-            print(asyncio.run(session.cancel(spec, args.cancel)), file=sys.stderr)
+            print(one_line(asyncio.run(session.cancel(spec, args.cancel))), file=sys.stderr)
             return 0
         if args.clean:
             cleaned = asyncio.run(session.clean(spec))
             for run_id, kib in cleaned:
-                print(f"{run_id}  {kib / 1024:,.1f} MB", file=sys.stderr)
+                print(f"{one_line(run_id)}  {kib / 1024:,.1f} MB", file=sys.stderr)
             total = sum(kib for _, kib in cleaned) / 1024
             print(f"{spec.host}: deleted {len(cleaned)} run(s), {total:,.1f} MB; running and "
                   "unfetched runs are kept", file=sys.stderr)
@@ -208,11 +212,11 @@ def run_capture(argv: list[str]) -> int:
         else:
             outcome = asyncio.run(session.capture(spec, report))
     except CaptureError as exc:
-        print(f"npuscope capture: {exc}", file=sys.stderr)
+        print(f"npuscope capture: {one_line(str(exc))}", file=sys.stderr)
         if exc.log_tail:
             print("last lines of the job's log:", file=sys.stderr)
             for line in exc.log_tail:
-                print("  " + line, file=sys.stderr)
+                print("  " + one_line(line), file=sys.stderr)
         return exc.code
     except KeyboardInterrupt:
         hint = ""
@@ -237,5 +241,5 @@ def _print_runs(runs, spec: CaptureSpec) -> int:
         print(f"no runs on {spec.host}", file=sys.stderr)
         return 0
     for r in runs:
-        print(r.label())
+        print(one_line(r.label()))
     return 0

@@ -1,0 +1,49 @@
+"""Text from a training host, made safe to show in a terminal.
+
+Everything a host sends back (its job's log, run records, file and folder names, error text) is
+untrusted: a hostile or broken host could put terminal escape sequences in it (to move the
+cursor, rewrite the screen, set the window title, or write to the clipboard with OSC 52).
+`printable()` removes whole escape sequences (CSI, OSC, DCS, ...) and shows every other C0/C1
+control character, and DEL, as a visible ``\\xNN`` escape; newlines and tabs are kept.
+`one_line()` also escapes newlines, for listings.
+"""
+
+from __future__ import annotations
+
+import re
+
+_SEQUENCE = re.compile(
+    r"""
+    \x1b\[[0-?]*[ -/]*[@-~]                   # CSI: colours, cursor moves
+  | \x1b\][^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?   # OSC: title, clipboard (OSC 52), links
+  | \x1b[PX^_][^\x1b\x9c]*(?:\x1b\\|\x9c)?    # DCS, SOS, PM, APC strings
+  | \x1b[ -/]*[0-~]                           # other escapes (charset, keypad, reset)
+  | \x9b[0-?]*[ -/]*[@-~]                     # 8-bit CSI
+  | [\x90\x98\x9d\x9e\x9f][^\x07\x1b\x9c]*(?:\x07|\x9c)?  # 8-bit DCS, SOS, OSC, PM, APC
+    """,
+    re.VERBOSE,
+)
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # C0 but tab and newline, DEL, C1
+_CONTROL_OR_NEWLINE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+
+
+def _escape(match: re.Match) -> str:
+    return f"\\x{ord(match.group()):02x}"
+
+
+def printable(text: str) -> str:
+    """`text` without escape sequences; other control characters shown as ``\\xNN``."""
+    return _CONTROL.sub(_escape, _SEQUENCE.sub("", text))
+
+
+def one_line(text: str) -> str:
+    """`printable(text)` with newlines escaped too."""
+    return _CONTROL_OR_NEWLINE.sub(_escape, _SEQUENCE.sub("", text))
+
+
+def has_control(text: str) -> bool:
+    """True when `text` holds a control character (newline and tab included)."""
+    return bool(re.search(r"[\x00-\x1f\x7f-\x9f]", text))
+
+
+__all__ = ["has_control", "one_line", "printable"]

@@ -1,0 +1,231 @@
+"""The capture against a broken or hostile host: malformed progress lines and run records, and
+escape sequences in everything the host sends back.
+
+Real components: run scripts executed by `sh` and `--host local` runs of the real command line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from npuscope.capture.runs import parse_record, parse_runs
+from npuscope.capture.session import HostRun
+from npuscope.capture.spec import CaptureError, CaptureSpec
+from npuscope.capture.text import one_line, printable
+
+RUN = "20261129-143000-ab12"
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # what a terminal must never get from a host
+TIMEOUT = 120
+
+
+def make_run(root: Path, run_id: str = RUN, *, log: str = "", exit: str | None = "0", pid: str | None = "999999999",
+             record: str | None = '{"spec": {"command": ["python", "t.py"], "start_step": 5, "steps": 1}}\n',
+             files: dict | None = None) -> Path:
+    """A run folder as run.sh leaves it. The default pid names no process (pid_max is below it)."""
+    run = root / "runs" / run_id
+    run.mkdir(parents=True)
+    (run / "log").write_text(log)
+    for name, value in (("exit", exit), ("pid", pid), ("run.json", record)):
+        if value is not None:
+            (run / name).write_text(value)
+    for name, data in (files or {}).items():
+        path = Path(os.fsdecode(os.path.join(os.fsencode(run), os.fsencode(name))))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data if isinstance(data, bytes) else data.encode())
+    return run
+
+
+def spec_for(root: Path, **fields) -> CaptureSpec:
+    return CaptureSpec(**{"host": "local", "command": (), "remote_root": str(root), **fields})
+
+
+def host_run(root: Path, run_id: str = RUN, events: list | None = None) -> HostRun:
+    run = HostRun(spec_for(root, start_step=5), run_id, (events if events is not None else []).append)
+    run.root, run.run_dir = str(root), str(root / "runs" / run_id)
+    return run
+
+
+def cli(root: Path, out: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "npuscope", "capture", "--host", "local", "--remote-cache", str(root),
+                           "--out", str(out), *args], capture_output=True, text=True, timeout=TIMEOUT)
+
+
+def no_traceback(res: subprocess.CompletedProcess) -> None:
+    assert "Traceback" not in res.stderr, res.stderr
+
+
+# --- 1. progress lines are untrusted --------------------------------------------------------------
+
+MALFORMED = [
+    '{"event":"step","step":"oops"}', "[1]", '{"event":"step","step":1e400}', '{"event":"window_moved","start":null}',
+    '{"event":"step","step":NaN}', '{"event":"step","step":-5}', '{"event":"step","step":' + "9" * 5000 + "}",
+    '{"event":"step","step":' + "9" * 400 + "}", '{"event":"step","step":true}', '{"event":"step"}', '"text"', "null",
+    '{"event":"error","message":{"a":1}}', '{"event":"window_moved","start":"x","reason":5}', "[" * 100000,
+    '{"event":["step"]}', '{"event":"phase","phase":["export"]}', "{", "",
+]
+
+
+@pytest.mark.parametrize("payload", MALFORMED, ids=range(len(MALFORMED)))
+def test_a_malformed_progress_line_is_ignored(tmp_path, payload):
+    events = []
+    host_run(tmp_path, events=events).on_progress(payload, [])
+    for event in events:
+        assert math.isfinite(event.done) and math.isfinite(event.total) and event.done <= event.total
+
+
+def test_attach_replays_a_log_with_malformed_lines_and_fetches(tmp_path):
+    """--attach reads the whole log again: the malformed lines (and exit markers written by the
+    job itself) must neither crash it nor end it."""
+    log = "".join(f"NPUSCOPE {p}\n" for p in MALFORMED[:16]) + "NPUSCOPE_EXIT \u00b2\nNPUSCOPE_NO_RUN\nstep 9\n"
+    make_run(tmp_path / "root", log=log, files={"out/t.paddle_trace.json": "{}"})
+    res = cli(tmp_path / "root", tmp_path / "out", "--attach", RUN)
+    no_traceback(res)
+    assert res.returncode == 0, res.stderr
+    assert (Path(res.stdout.strip().splitlines()[-1]) / "t.paddle_trace.json").is_file()
+
+
+def test_the_job_cannot_forge_the_end_of_its_log(tmp_path):
+    """A log line that looks like the follow script's markers is only a log line."""
+    make_run(tmp_path, log="NPUSCOPE_NO_RUN\nNPUSCOPE_EXIT 0\nboom\n", exit="3")
+    with pytest.raises(CaptureError) as info:
+        asyncio.run(host_run(tmp_path).follow())
+    assert "no run" not in str(info.value) and "cannot be profiled" in str(info.value)
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+                    max_leaves=8)
+KINDS = st.sampled_from(["step", "window_moved", "capture_start", "capture_stop", "phase", "error", "other"])
+FIELDS = st.dictionaries(st.sampled_from(["step", "start", "reason", "message", "phase"]), JSON, max_size=4)
+FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@FAST
+@given(text=st.text())
+def test_any_progress_line_never_raises(tmp_path, text):
+    host_run(tmp_path).on_progress(text, [])
+
+
+@FAST
+@given(kind=KINDS, fields=FIELDS)
+def test_any_progress_event_never_raises(tmp_path, kind, fields):
+    events, errors = [], []
+    host_run(tmp_path, events=events).on_progress(json.dumps({"event": kind, **fields}), errors)
+    for event in events:
+        assert math.isfinite(event.done) and math.isfinite(event.total)
+        assert not CONTROL.search(event.text)
+    assert all(isinstance(e, str) for e in errors)
+
+
+# --- 3. run records are untrusted -------------------------------------------------------------------
+
+BAD_RECORDS = ["[]", "1", '"text"', "null", '{"spec": 1}', '{"spec": {"command": 1}}', '{"spec": {"command": [1, 2]}}',
+               '{"spec": {"command": null}}', '{"spec": {"start_step": "abc"}}', '{"spec": {"steps": 1e400}}',
+               "not json", "[" * 50000, '{"spec": {"device": ["npu"]}}', '{"spec": {"keep_running": "yes"}}', "",
+               '{"spec": {"start_step": ' + "9" * 5000 + "}}"]
+
+
+def test_list_shows_bad_records_as_bad(tmp_path):
+    root = tmp_path / "root"
+    ids = [f"20261129-1430{i:02d}-ab12" for i in range(len(BAD_RECORDS))]
+    for run_id, record in zip(ids, BAD_RECORDS):
+        make_run(root, run_id, record=record)
+    make_run(root, "20261129-150000-ab12")  # a good one among them
+    res = cli(root, tmp_path / "out", "--list")
+    no_traceback(res)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert len(lines) == len(ids) + 1
+    for run_id in ids:
+        (line,) = [ln for ln in lines if ln.startswith(run_id)]
+        assert "bad run.json" in line and "finished" in line, line
+    assert lines[0].startswith("20261129-150000-ab12") and lines[0].endswith("python t.py")
+
+
+def test_attach_with_a_bad_record_still_follows_and_fetches(tmp_path):
+    make_run(tmp_path / "root", record='{"spec": {"start_step": "abc"}}',
+             log='NPUSCOPE {"event": "step", "step": 3}\n', files={"out/t.paddle_trace.json": "{}"})
+    res = cli(tmp_path / "root", tmp_path / "out", "--attach", RUN)
+    no_traceback(res)
+    assert res.returncode == 0, res.stderr
+    assert "bad run.json (start_step is not a whole number" in res.stderr
+
+
+@FAST
+@given(text=st.text())
+def test_any_listing_text_never_raises(text):
+    for run in parse_runs(text):
+        assert not CONTROL.search(run.label()) and "\n" not in run.label()
+
+
+@FAST
+@given(spec=st.dictionaries(st.sampled_from(["command", "start_step", "steps", "device", "keep_running"]), JSON),
+       other=JSON, created=JSON)
+def test_any_run_record_never_raises(spec, other, created):
+    for data in ({"spec": spec, "created": created}, other, {"spec": other}):
+        record = parse_record(json.dumps(data))
+        assert isinstance(record.problem, str)
+        if not record.problem:
+            assert all(isinstance(w, str) for w in record.command)
+            assert 0 <= record.fields.get("start_step", 0) and 1 <= record.fields.get("steps", 1)
+        line = f"NPUSCOPE_RUN\t{RUN}\t0\t0\tdone\t0\t{json.dumps(data)}"
+        (run,) = parse_runs(line)
+        assert not CONTROL.search(run.label())
+
+
+@FAST
+@given(text=st.text())
+def test_any_run_record_text_never_raises(text):
+    assert isinstance(parse_record(text).problem, str)
+
+
+# --- remote text reaches the terminal without control characters -------------------------------
+
+HOSTILE = "\x1b]0;owned\x07\x1b[2J\x1b[31mred\x1b[0m \x9b31m \x1bPdcs\x1b\\ \x9d52;c;ZXZpbA==\x07 bell\x07 bs\x08 del\x7f"
+
+
+def test_printable_strips_sequences_and_escapes_controls():
+    assert printable("a\tb\nc") == "a\tb\nc"
+    assert printable("\x1b[31mred\x1b[0m") == "red"
+    assert printable("\x1b]52;c;ZXZpbA==\x07x") == "x"
+    assert printable("bell\x07") == "bell\\x07"
+    assert printable("\x1b\x1b[31m[31m") == "\\x1b[31m"
+    assert one_line("a\nb") == "a\\x0ab"
+    assert not CONTROL.search(printable(HOSTILE))
+
+
+@FAST
+@given(text=st.text(alphabet=st.characters(max_codepoint=0x2FF)))
+def test_printable_never_leaves_a_control_character(text):
+    assert not CONTROL.search(printable(text))
+    assert not CONTROL.search(one_line(text)) and "\n" not in one_line(text)
+
+
+def test_failure_tail_and_list_are_printed_without_control_characters(tmp_path):
+    root = tmp_path / "root"
+    error = json.dumps({"event": "error", "message": "boom " + HOSTILE})
+    make_run(root, log=f"NPUSCOPE {error}\nlast line {HOSTILE}\n", exit="1",
+             record=json.dumps({"spec": {"command": ["python", "t.py" + HOSTILE]}}) + "\n")
+    (root / "runs" / RUN / "phase").write_text("training" + HOSTILE)
+    make_run(root, "20261129-150000-ab12\x1b[2J")
+    failed = cli(root, tmp_path / "out", "--attach", RUN, "-v")
+    assert failed.returncode == 1 and "training crashed: boom" in failed.stderr, failed.stderr
+    assert "last line" in failed.stderr
+    listed = cli(root, tmp_path / "out", "--list")
+    assert listed.returncode == 0 and "python t.py" in listed.stdout
+    for res in (failed, listed):
+        assert not CONTROL.search(res.stdout + res.stderr), repr(res.stdout + res.stderr)
