@@ -9,13 +9,16 @@ A run lives in ``ROOT/runs/ID/`` on the host (ROOT defaults to ``~/.cache/npusco
     out/     the bootstrap's output (Paddle trace, PROF_* folders, npuscope_capture.json)
     fetched  written once a client has copied the results
 
-The job is started as ``cd RUN || exit; setsid sh run.sh </dev/null >/dev/null 2>&1 &``: the
-setup is separated by ``;`` so only the job goes to the background, with every standard stream
-off the SSH channel, which therefore closes at once. Every value that comes from the user is
-passed through `shlex.quote`.
+The job is started as ``cd RUN || exit; NPUSCOPE_RUN_ID=ID setsid sh run.sh </dev/null >/dev/null
+2>&1 &``: the setup is separated by ``;`` so only the job goes to the background, with every
+standard stream off the SSH channel, which therefore closes at once. Every value that comes from
+the user is passed through `shlex.quote`.
 
-What the host prints back (its log, run.json) is read as untrusted text: `parse_runs` and
-`parse_record` never raise.
+A pid file is not trusted on its own: the run's process group counts as running only when one of
+its processes carries ``NPUSCOPE_RUN_ID=ID`` in its environment (`ALIVE`), so a finished run whose
+pid was reused by another program is never signalled, and a pid file holding anything but a
+process group id above 1 is refused. What the host prints back (its log, run.json, file names)
+is read as untrusted text: `parse_runs` and `parse_record` never raise.
 """
 
 from __future__ import annotations
@@ -47,6 +50,28 @@ MARK_EXIT = "NPUSCOPE_EXIT"
 LOG_SNAPSHOT = "log.fetch"  # the copy of the log that is fetched
 MARK_NO_RUN = "NPUSCOPE_NO_RUN"
 MAX_STEP = 10**12  # larger step numbers in a run's record or progress are not believed
+RUN_ENV = "NPUSCOPE_RUN_ID"
+
+# `alive DIR`: DIR's process group runs and is this run's. The pid must be a number above 1 (a
+# pid file holding 1 or 0 would make `kill -1` / `kill 0` reach far more than the job); the group
+# must exist; and its leader, or when the leader has gone (--keep-running after run.sh ended)
+# another process of the group, must carry NPUSCOPE_RUN_ID=<DIR's name> in its environment. A
+# leader alive without it is a reused pid. Needs /proc (Linux).
+ALIVE = r"""alive() {
+  _p=$(cat "$1/pid" 2>/dev/null); _id=${1##*/}
+  case $_p in ''|0*|1|*[!0-9]*) return 1;; esac
+  kill -0 -"$_p" 2>/dev/null || return 1
+  for _s in /proc/"$_p"/stat /proc/[0-9]*/stat; do
+    _st=; read -r _st 2>/dev/null < "$_s" || continue
+    _st=${_st##*) }; set -- $_st
+    [ "$3" = "$_p" ] && [ "$1" != Z ] || continue
+    _q=${_s#/proc/}; _q=${_q%/stat}
+    tr '\000' '\n' 2>/dev/null < /proc/"$_q"/environ | grep -qxF "NPUSCOPE_RUN_ID=$_id" && return 0
+    [ "$_q" = "$_p" ] && return 1
+  done
+  return 1
+}
+"""
 
 
 def root_expr(root: str) -> str:
@@ -180,10 +205,12 @@ def record_script(run_dir: str) -> str:
 
 
 def launch_script(run_dir: str) -> str:
-    """Start run.sh detached and print its pid once it has written it."""
+    """Start run.sh detached, its run id in its environment, and print its pid once it has
+    written it."""
     q = shlex.quote
+    run_id = run_dir.rstrip("/").rsplit("/", 1)[-1]
     return f"""cd {q(run_dir)} || exit 20; command -v setsid >/dev/null 2>&1 || {{ echo 'NPUSCOPE_MISSING setsid'; exit 0; }}
-setsid sh run.sh </dev/null >/dev/null 2>&1 &
+{RUN_ENV}={q(run_id)} setsid sh run.sh </dev/null >/dev/null 2>&1 &
 i=0; while [ ! -s pid ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
 echo "NPUSCOPE_PID $(cat pid 2>/dev/null)"
 """
@@ -196,28 +223,31 @@ def follow_script(run_dir: str, token: str = "") -> str:
     t = f"-{token}" if token else ""
     return f"""RUN={q(run_dir)}
 cd "$RUN" 2>/dev/null || {{ echo {MARK_NO_RUN}{t}; exit 0; }}
-i=0; while [ ! -s pid ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+{ALIVE}i=0; while [ ! -s pid ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
 touch log 2>/dev/null
-if [ -f exit ]; then cat log
+if [ -f exit ] || ! alive "$RUN"; then cat log
 elif tail --help 2>&1 | grep -q -e --pid; then tail -n +1 -f --pid="$(cat pid)" log
 else  # a tail without --pid (busybox): no live log, all of it at the end
-  while [ ! -f exit ] && kill -0 -"$(cat pid)" 2>/dev/null; do sleep 1; done; cat log
+  while [ ! -f exit ] && alive "$RUN"; do sleep 1; done; cat log
 fi
 printf '\\n{MARK_EXIT}{t} %s\\n' "$(cat exit 2>/dev/null)"  # after a last line without newline
 """
 
 
 def cancel_script(run_dir: str) -> str:
-    """Stop the job's whole process group: TERM, then KILL after 5 s."""
+    """Stop the job's whole process group: TERM, then KILL after 5 s; only when the group is
+    still this run's (`ALIVE`), never a pid that names anything else."""
     q = shlex.quote
-    return f"""cd {q(run_dir)} 2>/dev/null || {{ echo {MARK_NO_RUN}; exit 0; }}
-p=$(cat pid 2>/dev/null)
+    return f"""RUN={q(run_dir)}
+cd "$RUN" 2>/dev/null || {{ echo {MARK_NO_RUN}; exit 0; }}
+{ALIVE}p=$(cat pid 2>/dev/null)
 [ -n "$p" ] || {{ echo NPUSCOPE_NOT_RUNNING; exit 0; }}
-kill -0 -"$p" 2>/dev/null || {{ echo NPUSCOPE_NOT_RUNNING; exit 0; }}
+case $p in 0*|1|*[!0-9]*) printf 'NPUSCOPE_BAD_PID %.40s\\n' "$p"; exit 0;; esac
+alive "$RUN" || {{ echo NPUSCOPE_NOT_RUNNING; exit 0; }}
 echo cancelled > cancelled
 kill -TERM -"$p" 2>/dev/null
-i=0; while kill -0 -"$p" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
-kill -0 -"$p" 2>/dev/null && kill -KILL -"$p" 2>/dev/null
+i=0; while alive "$RUN" && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
+alive "$RUN" && kill -KILL -"$p" 2>/dev/null
 [ -f exit ] || {{ echo 143 > exit; }}
 echo NPUSCOPE_CANCELLED
 """
@@ -225,11 +255,11 @@ echo NPUSCOPE_CANCELLED
 
 def list_script(root: str) -> str:
     return f"""cd {root_expr(root)}/runs 2>/dev/null || exit 0
-field() {{ printf '%s' "$1" | tr '\\t\\n\\r' '   '; }}  # one field of one line
+{ALIVE}field() {{ printf '%s' "$1" | tr '\\t\\n\\r' '   '; }}  # one field of one line
 for d in */; do
   d=${{d%/}}; [ -d "$d" ] || continue
-  e=$(head -c 64 "$d/exit" 2>/dev/null); ph=$(head -c 64 "$d/phase" 2>/dev/null); p=$(cat "$d/pid" 2>/dev/null)
-  a=0; [ -n "$p" ] && kill -0 -"$p" 2>/dev/null && a=1
+  e=$(head -c 64 "$d/exit" 2>/dev/null); ph=$(head -c 64 "$d/phase" 2>/dev/null)
+  a=0; alive "$d" && a=1
   f=0; [ -f "$d/fetched" ] && f=1
   printf 'NPUSCOPE_RUN\\t%s\\t%s\\t%s\\t%s\\t%s\\t' "$(field "$d")" "$(field "$e")" "$a" "$(field "$ph")" "$f"
   head -n 1 "$d/run.json" 2>/dev/null | tr -d '\\r\\n'; echo
@@ -241,10 +271,10 @@ def clean_script(root: str) -> str:
     """Delete every run that has ended and was fetched, or failed, or was lost (no exit code and
     no process left); keep running and unfetched ones."""
     return f"""cd {root_expr(root)}/runs 2>/dev/null || exit 0
-for d in */; do
-  d=${{d%/}}; p=$(cat "$d/pid" 2>/dev/null)
-  [ -n "$p" ] || continue  # still starting
-  kill -0 -"$p" 2>/dev/null && continue  # running
+{ALIVE}for d in */; do
+  d=${{d%/}}
+  [ -s "$d/pid" ] || continue  # still starting
+  alive "$d" && continue  # running
   [ "$(cat "$d/exit" 2>/dev/null)" = 0 ] && [ ! -f "$d/fetched" ] && continue  # not fetched yet
   kb=$(du -sk "$d" | cut -f1)
   rm -rf "$d" && printf 'NPUSCOPE_CLEANED\t%s\t%s\n' "$d" "$kb"

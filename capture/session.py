@@ -404,9 +404,13 @@ async def cancel(spec: CaptureSpec, run_id: str) -> str:
     text = (await run.transport.run(cancel_script(run.run_dir))).text
     if MARK_NO_RUN in text:
         raise CaptureError(f"{spec.host}: no run {run_id} in {run.root}/runs")
+    bad = next((ln for ln in text.splitlines() if ln.startswith("NPUSCOPE_BAD_PID")), None)
+    if bad is not None:
+        raise CaptureError(f"{spec.host}: run {run_id}: its pid file holds {bad[len('NPUSCOPE_BAD_PID '):]!r}, "
+                           "not a process group id; nothing was signalled")
     if "NPUSCOPE_CANCELLED" in text:
         return f"{spec.host}: run {run_id} cancelled (its process group was stopped)"
-    return f"{spec.host}: run {run_id} is not running"
+    return f"{spec.host}: run {run_id} is not running (nothing was signalled)"
 
 
 __all__ = ["Event", "Outcome", "PHASES", "attach", "cancel", "capture", "clean", "list_runs"]

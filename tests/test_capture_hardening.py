@@ -1,7 +1,9 @@
-"""The capture against a broken or hostile host: malformed progress lines and run records, and
-escape sequences in everything the host sends back.
+"""The capture against a broken or hostile host: malformed progress lines and run records, pid
+files that name other processes, and escape sequences in everything the host sends back.
 
-Real components: run scripts executed by `sh` and `--host local` runs of the real command line.
+Real components: run scripts executed by `sh`, `--host local` runs of the real command line, and
+a pid namespace (`unshare`) for the pid files naming process 1. The only stand-in is named FAKE:
+a bootstrap that sleeps.
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from npuscope.capture.runs import parse_record, parse_runs
-from npuscope.capture.session import HostRun
+from npuscope.capture.runs import cancel_script, launch_script, parse_record, parse_runs, run_script
+from npuscope.capture.session import HostRun, cancel, list_runs
 from npuscope.capture.spec import CaptureError, CaptureSpec
 from npuscope.capture.text import one_line, printable
 
@@ -129,6 +131,116 @@ def test_any_progress_event_never_raises(tmp_path, kind, fields):
         assert math.isfinite(event.done) and math.isfinite(event.total)
         assert not CONTROL.search(event.text)
     assert all(isinstance(e, str) for e in errors)
+
+
+# --- 2. cancel signals only the run's own process group -------------------------------------------
+
+@pytest.fixture
+def stranger():
+    """An unrelated process group, as a reused pid would name."""
+    proc = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+@pytest.mark.parametrize("exit", ["0", None], ids=["finished", "lost"])
+def test_cancel_never_signals_a_reused_pid(tmp_path, stranger, exit):
+    run = make_run(tmp_path, pid=str(stranger.pid), exit=exit)
+    line = asyncio.run(cancel(spec_for(tmp_path), RUN))
+    assert "not running" in line and "nothing was signalled" in line
+    time.sleep(0.2)
+    assert stranger.poll() is None, "an unrelated process group was signalled"
+    assert not (run / "cancelled").exists()
+    (info,) = asyncio.run(list_runs(spec_for(tmp_path)))
+    assert info.state == ("finished" if exit else "lost")
+
+
+def _unshare_works() -> bool:
+    try:
+        return subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"], capture_output=True,
+                              timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@pytest.mark.parametrize("pid", ["1", "0", "00", "-1", "1 2", "abc"])
+def test_cancel_refuses_a_pid_file_that_names_no_process_group(tmp_path, pid):
+    """Run in a pid namespace of its own, where process 1 and every other process are this
+    test's: a `kill -TERM -1` there reaches only a bystander `sleep`."""
+    if not _unshare_works():
+        pytest.skip("unshare --pid needs privileges this machine does not give")
+    run = make_run(tmp_path, pid=pid, exit=None)
+    script = tmp_path / "cancel.sh"
+    script.write_text(cancel_script(str(run)))
+    inner = (f"sleep 30 & b=$!; sh {shlex.quote(str(script))}; "
+             "if kill -0 $b 2>/dev/null; then echo BYSTANDER_ALIVE; kill $b; fi")
+    res = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "sh", "-c", inner], capture_output=True,
+                         text=True, timeout=60, start_new_session=True)
+    assert "BYSTANDER_ALIVE" in res.stdout and "NPUSCOPE_CANCELLED" not in res.stdout, res.stdout
+    assert not (run / "cancelled").exists()
+
+
+def test_cancel_with_a_garbage_pid_file_is_one_line(tmp_path):
+    make_run(tmp_path, pid="abc\x1b[2J", exit=None)
+    with pytest.raises(CaptureError) as info:
+        asyncio.run(cancel(spec_for(tmp_path), RUN))
+    assert "nothing was signalled" in str(info.value) and not CONTROL.search(str(info.value))
+
+
+FAKE_SLEEPING_BOOTSTRAP = """# FAKE: stands in for the bootstrap: a training that goes on; with --keep-running it first
+# says its window is on disk, as the real one does.
+import json, os, sys, time
+out = sys.argv[sys.argv.index("--out") + 1]
+os.makedirs(out, exist_ok=True)
+if "--keep-running" in sys.argv:
+    with open(os.path.join(out, "npuscope_capture.json"), "w") as fh:
+        json.dump({"status": "captured"}, fh)
+print("training", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("keep_running", [False, True], ids=["running", "run.sh-ended-training-goes-on"])
+def test_cancel_stops_a_real_run(tmp_path, keep_running):
+    """The positive side: a run launched as the capture launches it is recognised and stopped,
+    also when its leader (run.sh) has ended and only the training is left (--keep-running)."""
+    root = tmp_path / "root"
+    run = root / "runs" / RUN
+    run.mkdir(parents=True)
+    boot = tmp_path / "fake_bootstrap.py"
+    boot.write_text(FAKE_SLEEPING_BOOTSTRAP)
+    spec = spec_for(root, command=(sys.executable, "train.py"), device="cpu", keep_running=keep_running)
+    (run / "run.sh").write_text(run_script(spec, str(run), str(boot), str(tmp_path)))
+    (run / "run.json").write_text(json.dumps({"id": RUN, "spec": spec.to_dict()}) + "\n")
+    subprocess.run(["sh", "-c", launch_script(str(run))], capture_output=True, timeout=60)
+    deadline = time.monotonic() + 60
+    while not (run / "pid").is_file():  # a loaded machine may take longer than the launch waits
+        assert time.monotonic() < deadline, "the run did not write its pid"
+        time.sleep(0.1)
+    pid = int((run / "pid").read_text())
+    try:
+        while "training" not in (run / "log").read_text() or (keep_running and not (run / "exit").exists()):
+            assert time.monotonic() < deadline, "the run did not start"
+            time.sleep(0.1)
+        (info,) = asyncio.run(list_runs(spec_for(root)))
+        assert info.state == ("captured+run" if keep_running else "running")
+        assert "cancelled" in asyncio.run(cancel(spec_for(root), RUN))
+        deadline = time.monotonic() + 30
+        while _group_alive(pid):
+            assert time.monotonic() < deadline, "the run's process group is still alive"
+            time.sleep(0.1)
+    finally:
+        if _group_alive(pid):
+            os.killpg(pid, signal.SIGKILL)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 # --- 3. run records are untrusted -------------------------------------------------------------------
