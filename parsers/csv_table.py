@@ -452,12 +452,14 @@ def _check_numbers(paths: Sequence[Path], df: pl.DataFrame, matched: dict[str, C
         if spec.kind not in ("int", "float"):
             continue
         col = pl.col(spec.name)
-        bad = (~col.is_finite() | (col.abs() > _MAX_NUMBER)).fill_null(False)
+        # A required number (Task Duration) must be there; optional ones may be N/A.
+        bad = (~col.is_finite() | (col.abs() > _MAX_NUMBER)).fill_null(spec.required)
         row = df.select(bad.arg_max().alias("at"), bad.any().alias("any")).row(0)
         if row[1]:
             value = df[spec.name][row[0]]
+            what = "an empty value" if value is None else repr(value)
             raise ProfileError(
-                f"{paths[0]}: column {header.strip()!r} holds {value!r} on data row {row[0] + 1}, "
+                f"{paths[0]}: column {header.strip()!r} holds {what} on data row {row[0] + 1}, "
                 "not a usable number; the file is damaged or edited: export it again"
             )
 

@@ -249,6 +249,9 @@ class Case:
     expect: tuple[str, ...]
     damage: Callable[[Path], tuple[str, bytes]] | None = None  # one export file made bad
     folder: Callable[[Path, Path], tuple[Path, Path]] | None = None  # (target, named)
+    # A damaged timeline beside a good op_summary is left out with a note, not an error:
+    # only opening the timeline file itself must fail.
+    timeline: bool = False
 
     @property
     def variants(self) -> tuple[str, ...]:
@@ -289,9 +292,9 @@ CASES = [
         (r"Total Time\(us\)", r"\blots\b"),
         damage=_non_numeric_statistic,
     ),
-    Case("truncated_json", (r"\bbyte \d+", r"\bline 10\b", r"truncat|ends too early"), damage=_truncated_json),
-    Case("empty_json", (r"\bempty\b",), damage=_empty_json),
-    Case("json_not_a_trace", (r"not a Chrome-trace",), damage=_json_not_trace),
+    Case("truncated_json", (r"\bbyte \d+", r"\bline 10\b", r"truncat|ends too early"), damage=_truncated_json, timeline=True),
+    Case("empty_json", (r"\bempty\b",), damage=_empty_json, timeline=True),
+    Case("json_not_a_trace", (r"not a Chrome-trace",), damage=_json_not_trace, timeline=True),
     Case(
         "folder_without_profile_data",
         (r"no profile data", r"PROF_\*", r"mindstudio_profiler_output", r"op_summary", r"msprof",
@@ -327,6 +330,13 @@ def test_open_profile_raises_one_line_error(case: Case, variant: str, tmp_path, 
     target, named = case.build(root, samples, variant)
     before = snapshot(root)
     cache = FrameCache(cache_dir)
+    if case.timeline and variant == "folder":
+        prof = open_profile(target, cache=cache)
+        assert prof.events is None and prof.tasks.height > 0
+        note = next(n for n in prof.notes if n.startswith("timeline not read"))
+        check_message(ProfileError(note), named, case.expect)
+        assert snapshot(root) == before, "the profile folder was modified"
+        return
     with pytest.raises(ProfileError, match=re.escape(str(named))) as info:
         open_profile(target, cache=cache)
     check_message(info.value, named, case.expect)
@@ -345,7 +355,7 @@ def cli_runs(tmp_path_factory):
     runs, pending = {}, []
     width = max(2, 2 * (os.cpu_count() or 1))
     for case in CASES:
-        variant = case.variants[-1]
+        variant = "file" if case.timeline else case.variants[-1]
         home = base / case.id
         root = home / "profile"
         root.mkdir(parents=True)

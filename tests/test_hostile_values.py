@@ -106,3 +106,37 @@ def test_timeline_fields(tmp_path_factory, field, value):
     # Python's json writes Infinity/NaN for non-finite floats; big ints as digits.
     path.write_text(json.dumps(events), encoding="utf-8")
     _check(path)
+
+
+KD_HEADER = b"Step Id,Name,Type,Accelerator Core,Start Time(us),Duration(us),Wait Time(us),Block Dim\n"
+OS_HEADER = (",".join(HEADER) + "\n").encode()
+TRACE_HEAD = b'[{"name":"process_name","pid":1,"tid":0,"ph":"M","args":{"name":"Ascend Hardware"}},'
+
+
+@SETTINGS
+@given(
+    name=st.sampled_from(["op_summary_1.csv", "kernel_details.csv", "msprof_1.json"]),
+    prefix=st.booleans(),
+    body=st.binary(max_size=600),
+)
+def test_arbitrary_bytes(tmp_path_factory, name, prefix, body):
+    """Whole files of arbitrary bytes (after a valid header half of the time)."""
+    folder = tmp_path_factory.mktemp("bytes")
+    head = {"op_summary_1.csv": OS_HEADER, "kernel_details.csv": KD_HEADER, "msprof_1.json": TRACE_HEAD}[name]
+    path = folder / name
+    path.write_bytes((head if prefix else b"") + body)
+    _check(path)
+
+
+ROW_TOKENS = st.sampled_from(["1", "0", "1717575960208020.758\t", "N/A", "", '"""8,4096"""', "AI_CORE",
+                              "hcom_allReduce__1_0_1", "HCCL", "1e400", "-5", "x", '"', "\r", ","])
+
+
+@SETTINGS
+@given(rows=st.lists(st.lists(ROW_TOKENS, min_size=0, max_size=14), min_size=1, max_size=6))
+def test_arbitrary_rows_of_plausible_cells(tmp_path_factory, rows):
+    """Rows built from the cells real files hold, in any number and order."""
+    folder = tmp_path_factory.mktemp("rows")
+    path = folder / "kernel_details.csv"
+    path.write_bytes(KD_HEADER + "".join(",".join(r) + "\n" for r in rows).encode())
+    _check(path)
