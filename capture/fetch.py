@@ -8,6 +8,9 @@ the bootstrap's manifest and the job's log (kept as ``npuscope_capture.log``).
 The tar stream goes to a temporary folder beside the destination and is unpacked with tarfile's
 ``data`` filter (no absolute paths, no ``..``, no links out of the folder); the folder is renamed
 to ``<host>-<time>`` at the end, with ``-2``, ``-3``... when that name is taken.
+
+With several hosts each one gets a subfolder named by `host_folders`: one name per host, never
+hidden, never ``.`` or ``..``, unique even where case does not count.
 """
 
 from __future__ import annotations
@@ -51,14 +54,54 @@ def is_exported(path: str) -> bool:
     return False
 
 
-def parse_listing(text: str) -> list[tuple[str, int]]:
-    """`find -printf '%s\\t%p\\n'` lines as (path, size) for the exported files."""
+def parse_listing(data: bytes) -> list[tuple[str, int]]:
+    """`find -printf '%s\\t%p\\0'` entries as (path, size) for the exported files. Paths keep
+    their exact bytes (undecodable ones as surrogates, see `path_bytes`)."""
     files = []
-    for line in text.splitlines():
-        size, sep, path = line.partition("\t")
-        if sep and size.isdigit() and is_exported(path):
-            files.append((path, int(size)))
+    for entry in data.split(b"\0"):
+        size, sep, raw = entry.partition(b"\t")
+        if sep and _SIZE.match(size):
+            path = raw.decode("utf-8", "surrogateescape")
+            if is_exported(path):
+                files.append((path, int(size)))
     return files
+
+
+_SIZE = re.compile(rb"^[0-9]{1,18}$")
+
+
+def path_bytes(path: str) -> bytes:
+    """A path from `parse_listing` back to the host's bytes."""
+    return path.encode("utf-8", "surrogateescape")
+
+
+_PLAIN = re.compile(r"[A-Za-z0-9._@-]")
+
+
+def host_folder(host: str) -> str:
+    """A folder name for `host`: letters, digits and ``._@-`` kept, every other byte as ``%XX``
+    (``%`` too, so two hosts never share a name); a leading dot is encoded (never hidden, never
+    ``.`` or ``..``)."""
+    name = "".join(c if _PLAIN.fullmatch(c) else "".join(f"%{b:02X}" for b in c.encode("utf-8", "surrogateescape"))
+                   for c in host)
+    if name.startswith("."):
+        name = "%2E" + name[1:]
+    return name or "%"
+
+
+def host_folders(hosts) -> dict[str, str]:
+    """A distinct `host_folder` for each host, also where case does not count (`-2`, `-3`...)."""
+    names: dict[str, str] = {}
+    used: set[str] = set()
+    for host in hosts:
+        base = name = host_folder(host)
+        n = 2
+        while name.lower() in used:
+            name = f"{base}-{n}"
+            n += 1
+        used.add(name.lower())
+        names[host] = name
+    return names
 
 
 def local_name(path: str) -> str:

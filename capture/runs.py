@@ -92,17 +92,22 @@ def probe_script(spec: CaptureSpec) -> str:
     q = shlex.quote
     workdir = (f"cd {root_expr(spec.workdir)} || {{ echo 'NPUSCOPE_PROBLEM workdir'; exit 0; }}\n"
                if spec.workdir else "")  # relative to the login folder; ~/ is the remote home
+    # $PWD, not $(pwd): a trailing newline would be cut. A control character in a path would
+    # split this answer into another path: refused.
     # listing, following or cancelling a run needs no command
     python = (f"command -v {q(spec.command[0])} >/dev/null 2>&1 || echo 'NPUSCOPE_PROBLEM python'\n"
               if spec.command else "")
     return f"""mkdir -p {root_expr(spec.remote_root)}/runs || {{ echo 'NPUSCOPE_PROBLEM root'; exit 0; }}
-cd {root_expr(spec.remote_root)} && echo "NPUSCOPE_ROOT $(pwd)"
+cd {root_expr(spec.remote_root)} || {{ echo 'NPUSCOPE_PROBLEM root'; exit 0; }}
+case $PWD in *[[:cntrl:]]*) echo 'NPUSCOPE_PROBLEM root-name'; exit 0;; esac
+echo "NPUSCOPE_ROOT $PWD"
 for tool in setsid tar tail find; do
   command -v "$tool" >/dev/null 2>&1 || echo "NPUSCOPE_MISSING $tool"
 done
 find . -maxdepth 0 -printf '' >/dev/null 2>&1 || echo "NPUSCOPE_MISSING GNU find (-printf)"
 cd
-{workdir}echo "NPUSCOPE_WORKDIR $(pwd)"
+{workdir}case $PWD in *[[:cntrl:]]*) echo 'NPUSCOPE_PROBLEM workdir-name'; exit 0;; esac
+echo "NPUSCOPE_WORKDIR $PWD"
 {python}"""
 
 
@@ -413,17 +418,19 @@ def parse_runs(text: str) -> list[RunInfo]:
 
 
 def listing_script(run_dir: str) -> str:
-    """Sizes and paths of what the job wrote, relative to the run folder. The log is copied
-    first: a job that goes on (--keep-running) keeps writing it while tar reads."""
+    """Sizes and paths of what the job wrote, relative to the run folder, each ended by a NUL (a
+    file name may hold a newline). The log is copied first: a job that goes on (--keep-running)
+    keeps writing it while tar reads."""
     q = shlex.quote
     return (f"cd {q(run_dir)} && cp log {LOG_SNAPSHOT} 2>/dev/null; "
-            f"find out {LOG_SNAPSHOT} -type f -printf '%s\\t%p\\n' 2>/dev/null; exit 0\n")
+            f"find out {LOG_SNAPSHOT} -type f -printf '%s\\t%p\\0' 2>/dev/null; exit 0\n")
 
 
 def tar_script(run_dir: str) -> str:
     """A tar of the NUL-separated paths read from stdin, on stdout. GNU tar's exit 1 only says
     a file changed while it was read (a rank's manifest rewritten at the end of training)."""
-    return f"cd {shlex.quote(run_dir)} && {{ tar cf - --null -T -; rc=$?; [ $rc -le 1 ] || exit $rc; }}\n"
+    return (f"cd {shlex.quote(run_dir)} && "
+            "{ tar cf - --null --no-unquote -T -; rc=$?; [ $rc -le 1 ] || exit $rc; }\n")
 
 
 def mark_fetched_script(run_dir: str, local: str) -> str:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import bootstrap_source
-from .fetch import claim_folder, discard, parse_listing, staging_dir, unpack
+from .fetch import claim_folder, discard, host_folder, host_folders, parse_listing, path_bytes, staging_dir, unpack
 from .runs import (
     EXIT_MESSAGES,
     MARK_EXIT,
@@ -55,7 +55,7 @@ from .runs import (
     whole,
 )
 from .spec import CaptureError, CaptureSpec
-from .text import printable
+from .text import has_control, printable
 from .transport import Transport, transport_for
 from .upload import files_tar
 
@@ -89,7 +89,7 @@ def new_run_id() -> str:
 
 def folder_name(hosts: tuple[str, ...], run_id: str) -> str:
     stamp = run_id.rsplit("-", 1)[0]
-    first = _safe(hosts[0].split("@")[-1])
+    first = host_folder(hosts[0].split("@")[-1])
     return f"{first}-{stamp}" if len(hosts) == 1 else f"{first}+{len(hosts) - 1}-{stamp}"
 
 
@@ -116,6 +116,9 @@ class HostRun:
     async def resolve(self):
         self.phase("connect", f"connecting to {self.host}")
         probe = parse_probe((await self.transport.run(probe_script(self.spec))).text)
+        if "root-name" in probe.problems or has_control(probe.root):
+            raise CaptureError(f"{self.host}: the folder {self.spec.remote_root} resolves to a path with a "
+                               "control character (newline, tab...); give another --remote-cache", code=2)
         if "root" in probe.problems or not probe.root:
             raise CaptureError(f"{self.host}: cannot create the folder {self.spec.remote_root}")
         self.root = probe.root
@@ -128,6 +131,12 @@ class HostRun:
             raise CaptureError(f"{self.host}: missing on the host: {', '.join(probe.missing)}")
         if "workdir" in probe.problems:
             raise CaptureError(f"{self.host}: no working directory {self.spec.workdir!r}")
+        if "workdir-name" in probe.problems or has_control(probe.workdir):
+            where = repr(self.spec.workdir) if self.spec.workdir else "the login folder"
+            raise CaptureError(f"{self.host}: the working directory ({where}) resolves to a path with a "
+                               "control character (newline, tab...); give another --workdir", code=2)
+        if not probe.workdir:
+            raise CaptureError(f"{self.host}: the host did not say where the working directory is")
         if "python" in probe.problems:
             raise CaptureError(f"{self.host}: command not found: {self.spec.command[0]} "
                                f"(in {probe.workdir}); give the full path of the python to use")
@@ -242,14 +251,14 @@ class HostRun:
     async def fetch(self, dest: Path) -> None:
         self.phase("fetch", "listing the exported results")
         res = await self.transport.run(listing_script(self.run_dir))
-        files = parse_listing(res.text)
+        files = parse_listing(res.stdout)
         wanted = [p for p, _ in files if p != LOG_SNAPSHOT]
         if not wanted:
             raise CaptureError(f"{self.host}: the run left no exported results in {self.run_dir}/out")
         total = sum(size for _, size in files)
         dest.mkdir(parents=True, exist_ok=True)
         tar_path = dest / ".fetch.tar"
-        names = b"".join(p.encode() + b"\0" for p, _ in files)
+        names = b"".join(path_bytes(p) + b"\0" for p, _ in files)
 
         def progress(n: int) -> None:
             self.emit(Event("progress", self.host, phase="fetch", done=min(n, total), total=max(total, 1)))
@@ -292,9 +301,10 @@ def _message(value) -> str:
 
 async def _collect(runs: list[HostRun], out: Path, name: str, emit: Emit) -> Outcome:
     staging = staging_dir(out, name)
+    folders = host_folders(r.host for r in runs)
     try:
         for run in runs:  # one connection at a time: fetches share the link
-            await run.fetch(staging if len(runs) == 1 else staging / _safe(run.host))
+            await run.fetch(staging if len(runs) == 1 else staging / folders[run.host])
         folder = claim_folder(staging, out, name)
     except OSError as exc:  # the local disk: full, or the folder went away
         discard(staging)
@@ -306,10 +316,6 @@ async def _collect(runs: list[HostRun], out: Path, name: str, emit: Emit) -> Out
         await run.mark_fetched(folder)
     emit(Event("phase", runs[0].host, phase="open", text=str(folder)))
     return Outcome(folder, tuple((r.host, r.run_id) for r in runs))
-
-
-def _safe(host: str) -> str:
-    return host.replace("/", "_").replace(":", "_")
 
 
 async def capture(spec: CaptureSpec, emit: Emit) -> Outcome:

@@ -10,7 +10,7 @@ import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from .text import printable
+from .text import has_control, printable
 
 DEFAULT_MSPROF = "/usr/local/Ascend/ascend-toolkit/latest/tools/profiler/bin/msprof"
 DEFAULT_REMOTE_ROOT = "~/.cache/npuscope/capture"  # a subfolder of its own, apart from the frame cache files
@@ -87,6 +87,9 @@ class CaptureSpec:
             raise usage_error("the number of steps must be at least 1")
         if self.jit_compile not in (None, "on", "off"):
             raise usage_error("JIT compile must be on or off")
+        for what, value in (("working directory", self.workdir), ("remote cache folder", self.remote_root)):
+            if has_control(value):  # a newline would split the host's answers into other paths
+                raise usage_error(f"the {what} {value!r} holds a control character (newline, tab...)")
         for key, _value in self.env:
             if not _ENV_KEY.match(key):
                 raise usage_error(f"not an environment variable name: {key!r}")

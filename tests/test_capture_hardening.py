@@ -1,9 +1,11 @@
 """The capture against a broken or hostile host: malformed progress lines and run records, pid
-files that name other processes, and escape sequences in everything the host sends back.
+files that name other processes, odd host names, newlines in paths and file names, and escape
+sequences in everything the host sends back.
 
-Real components: run scripts executed by `sh`, `--host local` runs of the real command line, and
-a pid namespace (`unshare`) for the pid files naming process 1. The only stand-in is named FAKE:
-a bootstrap that sleeps.
+Real components: run scripts executed by `sh`, `--host local` runs of the real command line, a
+pid namespace (`unshare`) for the pid files naming process 1, and the project's sshd for the host
+names. The only stand-ins are named FAKE: a bootstrap that sleeps, and a python that writes a
+trace.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from npuscope.capture.fetch import host_folders
 from npuscope.capture.runs import cancel_script, launch_script, parse_record, parse_runs, run_script
 from npuscope.capture.session import HostRun, cancel, list_runs
 from npuscope.capture.spec import CaptureError, CaptureSpec
@@ -303,6 +306,84 @@ def test_any_run_record_never_raises(spec, other, created):
 @given(text=st.text())
 def test_any_run_record_text_never_raises(text):
     assert isinstance(parse_record(text).problem, str)
+
+
+# --- 4. one folder per host, inside the capture --------------------------------------------------
+
+def test_host_folders_are_distinct_and_inside(tmp_path):
+    hosts = ["h:1", "h_1", "..", ".", "h%3A1", "H_1", "user@h", "[::1]", ".hidden", "a/b", "-x"]
+    names = host_folders(hosts)
+    assert len({n.lower() for n in names.values()}) == len(hosts)
+    for name in names.values():
+        assert "/" not in name and not name.startswith(".")
+        assert (tmp_path / name).resolve().parent == tmp_path.resolve()
+    assert names["h_1"] == "h_1" and names["user@h"] == "user@h"
+
+
+FAKE_TRACE_PYTHON = """#!/bin/sh
+# FAKE: stands in for a python running the bootstrap: writes a trace naming its own run folder.
+while [ $# -gt 0 ]; do [ "$1" = --out ] && out=$2; shift; done
+mkdir -p "$out" && printf '{"run": "%s"}' "$out" > "$out/t.paddle_trace.json"
+"""
+
+
+def test_hosts_that_look_alike_or_climb_get_folders_of_their_own(sshd, tmp_path):
+    """Over the real sshd: `h:1`, `h_1` and `..` are three aliases of it; each host's results
+    land in a subfolder of its own, and nothing in OUT itself."""
+    block = sshd.config.read_text().split("\n\n")[0]
+    config = tmp_path / "ssh_config"
+    aliases = ["h:1", "h_1", ".."]
+    config.write_text("\n\n".join(block.replace("Host npuscope-test", f"Host {a}", 1) for a in aliases) + "\n")
+    fake = tmp_path / "fake_python"
+    fake.write_text(FAKE_TRACE_PYTHON)
+    fake.chmod(0o755)
+    out = tmp_path / "out"
+    res = subprocess.run([sys.executable, "-m", "npuscope", "capture", "--hosts", ",".join(aliases), "--ssh-config",
+                          str(config), "--remote-cache", str(tmp_path / "remote"), "--out", str(out), "--device", "cpu",
+                          "--", str(fake), "train.py"], capture_output=True, text=True, timeout=TIMEOUT)
+    assert res.returncode == 0, res.stderr
+    folder = Path(res.stdout.strip().splitlines()[-1])
+    assert [p.name for p in out.iterdir()] == [folder.name]
+    names = host_folders(aliases)
+    assert sorted(p.name for p in folder.iterdir()) == sorted(names.values())
+    runs = {json.loads((folder / names[a] / "t.paddle_trace.json").read_text())["run"] for a in aliases}
+    assert len(runs) == 3
+
+
+# --- 5. newlines in paths and file names --------------------------------------------------------
+
+@pytest.mark.parametrize("field", ["workdir", "remote_root"])
+@pytest.mark.parametrize("value", ["work\nelsewhere", "work\t1", "work\x1b[2J", "work\n"])
+def test_control_characters_in_remote_paths_are_usage_errors(field, value):
+    with pytest.raises(CaptureError) as info:
+        CaptureSpec(host="h", command=("python", "t.py"), **{field: value}).check()
+    assert info.value.code == 2 and "\n" not in str(info.value)
+
+
+def test_a_login_folder_with_a_newline_is_refused_before_launching(tmp_path, monkeypatch):
+    """The job would run in `home` (the first line of the path) instead of `home\\nx`."""
+    home = tmp_path / "home\nx"
+    home.mkdir()
+    (tmp_path / "home").mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    root = tmp_path / "root"
+    run = HostRun(CaptureSpec(host="local", command=("true", "t.py"), device="cpu", remote_root=str(root)), RUN,
+                  lambda e: None)
+    with pytest.raises(CaptureError) as info:
+        asyncio.run(run.launch())
+    assert info.value.code == 2 and "control character" in str(info.value)
+    assert not (root / "runs" / RUN).exists()
+
+
+def test_exported_files_with_newlines_or_odd_bytes_in_their_names_are_fetched(tmp_path):
+    names = ["out/a\nb.paddle_trace.json", b"out/\xff\xfe.paddle_trace.json", "out/c\\nd.paddle_trace.json",
+             "out/ok.paddle_trace.json"]
+    make_run(tmp_path, files={n: "{}" for n in names})
+    dest = tmp_path / "dest"
+    asyncio.run(host_run(tmp_path).fetch(dest))
+    got = sorted(os.fsencode(p.name) for p in dest.iterdir())
+    assert got == sorted([b"a\nb.paddle_trace.json", b"\xff\xfe.paddle_trace.json", b"c\\nd.paddle_trace.json",
+                          b"ok.paddle_trace.json", b"npuscope_capture.log"])
 
 
 # --- remote text reaches the terminal without control characters -------------------------------

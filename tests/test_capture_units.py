@@ -49,8 +49,9 @@ def test_only_exported_results_are_fetched(path, fetched):
 
 
 def test_listing_keeps_exported_files_with_sizes():
-    text = "12\tlog.fetch\n4096\tout/a/PROF_1/device_0/data/raw\n77\tout/t.paddle_trace.json\nbad line\n"
-    assert parse_listing(text) == [("log.fetch", 12), ("out/t.paddle_trace.json", 77)]
+    data = (b"12\tlog.fetch\0" b"4096\tout/a/PROF_1/device_0/data/raw\0" b"77\tout/t.paddle_trace.json\0"
+            b"5\tout/a\nb.paddle_trace.json\0" b"bad entry\0" b"\xb2\tout/c.paddle_trace.json\0")
+    assert parse_listing(data) == [("log.fetch", 12), ("out/t.paddle_trace.json", 77), ("out/a\nb.paddle_trace.json", 5)]
     assert local_name("log.fetch") == "npuscope_capture.log"
     assert local_name("out/a/b.csv") == "a/b.csv"
 
