@@ -9,18 +9,22 @@ The tar stream goes to a temporary folder beside the destination and is unpacked
 ``data`` filter (no absolute paths, no ``..``, no links out of the folder); the folder is renamed
 to ``<host>-<time>`` at the end, with ``-2``, ``-3``... when that name is taken.
 
-With several hosts each one gets a subfolder named by `host_folders`: one name per host, never
-hidden, never ``.`` or ``..``, unique even where case does not count.
+The temporary folder (``.<name>.partial-<hex>``) is locked (`flock`) while a fetch writes it; a
+fetch killed on the way (kill -9, a crash) leaves it unlocked, and the next fetch into the same
+folder deletes it. With several hosts each one gets a subfolder named by `host_folders`: one
+name per host, never hidden, never ``.`` or ``..``, unique even where case does not count.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import shutil
 import secrets
 import tarfile
 import threading
+import time
 from pathlib import Path
 
 from .runs import LOG_SNAPSHOT
@@ -111,20 +115,80 @@ def local_name(path: str) -> str:
     return path.split("/", 1)[1]
 
 
+_PARTIAL = re.compile(r"^\..+\.partial-[0-9a-f]{8}$")
+STALE_PARTIAL_S = 60  # an unlocked temporary folder this old was left by a fetch that died
+_held: dict[Path, int] = {}  # temporary folder -> the descriptor holding its lock
+
+
 def staging_dir(out: Path, name: str) -> Path:
-    """A new hidden folder in `out` (mode from the umask, unlike mkdtemp's 0700)."""
+    """A new hidden folder in `out` (mode from the umask, unlike mkdtemp's 0700), locked until
+    `claim_folder` or `discard`; the folders that dead fetches left in `out` are deleted first."""
     try:
         out.mkdir(parents=True, exist_ok=True)
+        sweep_partials(out)
         for _ in range(100):
             path = out / f".{name}.partial-{secrets.token_hex(4)}"
             try:
                 path.mkdir()
-                return path
             except FileExistsError:
                 continue
+            if _lock(path):
+                return path
     except OSError as exc:
         raise CaptureError(f"{out}: cannot write the capture there: {exc.strerror or exc}") from None
     raise CaptureError(f"{out}: cannot make a temporary folder")
+
+
+def _lock(path: Path) -> bool:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except FileNotFoundError:  # swept by another fetch in the instant after mkdir
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return False
+    _held[path] = fd
+    return True
+
+
+def _release(path: Path) -> None:
+    fd = _held.pop(path, None)
+    if fd is not None:
+        os.close(fd)
+
+
+def sweep_partials(out: Path, older_than: float = STALE_PARTIAL_S) -> list[Path]:
+    """Delete the temporary folders in `out` that no fetch holds any more (older than
+    `older_than` seconds, so one just made and not yet locked is left alone)."""
+    swept = []
+    try:
+        entries = list(os.scandir(out))
+    except OSError:
+        return swept
+    now = time.time()
+    for entry in entries:
+        if not _PARTIAL.match(entry.name) or not entry.is_dir(follow_symlinks=False):
+            continue
+        path = Path(entry.path)
+        try:
+            if now - entry.stat(follow_symlinks=False).st_mtime < older_than:
+                continue
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # held: a fetch is writing it
+            os.close(fd)
+            continue
+        try:
+            shutil.rmtree(path, ignore_errors=True)
+            swept.append(path)
+        finally:
+            os.close(fd)
+    return swept
 
 
 def unpack(tar_path: Path, dest: Path, stop: threading.Event | None = None) -> int:
@@ -159,9 +223,11 @@ def claim_folder(staging: Path, out: Path, name: str) -> Path:
         except OSError:
             target.rmdir()
             raise
+        _release(staging)
         return target
     raise CaptureError(f"{out}: too many captures named {name}")
 
 
 def discard(staging: Path) -> None:
     shutil.rmtree(staging, ignore_errors=True)
+    _release(staging)

@@ -49,6 +49,8 @@ EXIT_MESSAGES = {
 MARK_EXIT = "NPUSCOPE_EXIT"
 LOG_SNAPSHOT = "log.fetch"  # the copy of the log that is fetched
 MARK_NO_RUN = "NPUSCOPE_NO_RUN"
+MARK_DISK = "NPUSCOPE_DISK"  # KiB free where the run lives, said when the exit code is missing
+FULL_DISK_KIB = 1024  # below this a missing exit code is blamed on a full disk
 MAX_STEP = 10**12  # larger step numbers in a run's record or progress are not believed
 RUN_ENV = "NPUSCOPE_RUN_ID"
 
@@ -72,6 +74,7 @@ ALIVE = r"""alive() {
   return 1
 }
 """
+DISK_FREE = "df -Pk . 2>/dev/null | awk 'NR==2 {print $4}'"
 
 
 def root_expr(root: str) -> str:
@@ -153,7 +156,7 @@ def run_script(spec: CaptureSpec, run_dir: str, bootstrap: str, workdir: str) ->
 RUN={q(run_dir)}
 LOG="$RUN/log"
 cd "$RUN" || exit 20
-echo $$ > pid.tmp && mv pid.tmp pid
+{{ echo $$ > pid.tmp && [ -s pid.tmp ] && mv pid.tmp pid; }} || {{ rm -f pid.tmp; exit 24; }}  # a full disk
 say() {{ echo "npuscope: $*" >> "$LOG"; }}
 finish() {{ echo "$1" > "$RUN/exit.tmp"; mv "$RUN/exit.tmp" "$RUN/exit"; exit "$1"; }}
 phase() {{ echo "$1" > "$RUN/phase"; printf 'NPUSCOPE {{"event": "phase", "phase": "%s"}}\\n' "$1" >> "$LOG"; }}
@@ -199,9 +202,12 @@ done < "$RUN/prof.list"
 """
 
 
-def upload_script(root: str) -> str:
-    """Unpack the tar on stdin (bootstrap, run.sh, run.json) into ROOT."""
-    return f"cd {shlex.quote(root)} && tar xf -\n"
+def upload_script(root: str, run_id: str) -> str:
+    """Unpack the tar on stdin (bootstrap, run.sh, run.json) into ROOT; when that fails (a full
+    disk) remove the half-written run folder."""
+    q = shlex.quote
+    return (f"cd {q(root)} || exit 20\n"
+            f"tar xf - || {{ rc=$?; rm -rf runs/{q(run_id)}; exit $rc; }}\n")
 
 
 def record_script(run_dir: str) -> str:
@@ -211,19 +217,21 @@ def record_script(run_dir: str) -> str:
 
 def launch_script(run_dir: str) -> str:
     """Start run.sh detached, its run id in its environment, and print its pid once it has
-    written it."""
+    written it (else the free space, a full disk being the likely reason)."""
     q = shlex.quote
     run_id = run_dir.rstrip("/").rsplit("/", 1)[-1]
     return f"""cd {q(run_dir)} || exit 20; command -v setsid >/dev/null 2>&1 || {{ echo 'NPUSCOPE_MISSING setsid'; exit 0; }}
 {RUN_ENV}={q(run_id)} setsid sh run.sh </dev/null >/dev/null 2>&1 &
 i=0; while [ ! -s pid ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
 echo "NPUSCOPE_PID $(cat pid 2>/dev/null)"
+[ -s pid ] || echo "{MARK_DISK} $({DISK_FREE})"
 """
 
 
 def follow_script(run_dir: str, token: str = "") -> str:
-    """The job's log from the start, live, until the job ends; then its exit code. The markers
-    end with `token`, which the job cannot know: a log line can never pass for them."""
+    """The job's log from the start, live, until the job ends; then its exit code (and the free
+    space when there is none). The markers end with `token`, which the job cannot know: a log
+    line can never pass for them."""
     q = shlex.quote
     t = f"-{token}" if token else ""
     return f"""RUN={q(run_dir)}
@@ -236,6 +244,7 @@ else  # a tail without --pid (busybox): no live log, all of it at the end
   while [ ! -f exit ] && alive "$RUN"; do sleep 1; done; cat log
 fi
 printf '\\n{MARK_EXIT}{t} %s\\n' "$(cat exit 2>/dev/null)"  # after a last line without newline
+[ -s exit ] || echo "{MARK_DISK}{t} $({DISK_FREE})"
 """
 
 
@@ -272,15 +281,22 @@ done
 """
 
 
+ABANDONED_MIN = 10  # a run folder without a pid this old never started (upload or launch failed)
+
+
 def clean_script(root: str) -> str:
     """Delete every run that has ended and was fetched, or failed, or was lost (no exit code and
-    no process left); keep running and unfetched ones."""
+    no process left), or never started (no pid after ABANDONED_MIN minutes: a failed upload);
+    keep running and unfetched ones."""
     return f"""cd {root_expr(root)}/runs 2>/dev/null || exit 0
 {ALIVE}for d in */; do
   d=${{d%/}}
-  [ -s "$d/pid" ] || continue  # still starting
-  alive "$d" && continue  # running
-  [ "$(cat "$d/exit" 2>/dev/null)" = 0 ] && [ ! -f "$d/fetched" ] && continue  # not fetched yet
+  if [ ! -s "$d/pid" ]; then  # starting, or never started
+    [ -n "$(find "$d" -maxdepth 0 -mmin +{ABANDONED_MIN} 2>/dev/null)" ] || continue
+  else
+    alive "$d" && continue  # running
+    [ "$(cat "$d/exit" 2>/dev/null)" = 0 ] && [ ! -f "$d/fetched" ] && continue  # not fetched yet
+  fi
   kb=$(du -sk "$d" | cut -f1)
   rm -rf "$d" && printf 'NPUSCOPE_CLEANED\t%s\t%s\n' "$d" "$kb"
 done

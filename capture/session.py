@@ -29,6 +29,8 @@ from . import bootstrap_source
 from .fetch import claim_folder, discard, host_folder, host_folders, parse_listing, path_bytes, staging_dir, unpack
 from .runs import (
     EXIT_MESSAGES,
+    FULL_DISK_KIB,
+    MARK_DISK,
     MARK_EXIT,
     LOG_SNAPSHOT,
     MARK_NO_RUN,
@@ -149,9 +151,12 @@ class HostRun:
             f"runs/{self.run_id}/run.sh": run_script(self.spec, self.run_dir, f"{self.root}/{boot}", probe.workdir),
             f"runs/{self.run_id}/run.json": json.dumps(record) + "\n",
         }
-        res = await self.transport.run(upload_script(self.root), stdin=files_tar(files))
-        if res.code != 0:
-            raise CaptureError(f"{self.host}: upload failed: {_last(res.stderr_lines())}")
+        res = await self.transport.run(upload_script(self.root, self.run_id), stdin=files_tar(files))
+        if res.code != 0:  # the half-written run folder is gone (upload_script)
+            lines = [ln for ln in res.stderr_lines() if "Exiting with failure status" not in ln]
+            full = next((ln for ln in lines if "No space left" in ln), None)
+            reason = f"the host's disk is full in {self.root} ({full})" if full else _last(lines)
+            raise CaptureError(f"{self.host}: upload failed: {reason}")
         self.phase("launch", f"starting run {self.run_id}")
         res = await self.transport.run(launch_script(self.run_dir))
         pid = next((int(ln.split()[1]) for ln in res.text.splitlines()
@@ -160,7 +165,10 @@ class HostRun:
         if "NPUSCOPE_MISSING setsid" in res.text:
             raise CaptureError(f"{self.host}: missing on the host: setsid")
         if pid is None:
-            raise CaptureError(f"{self.host}: the job did not start (no pid file in {self.run_dir})")
+            free = _free_kib(res.text, MARK_DISK)
+            why = (f"the host's disk is full ({free} KiB free in {self.root})"
+                   if free is not None and free < FULL_DISK_KIB else f"no pid file in {self.run_dir}")
+            raise CaptureError(f"{self.host}: the job did not start ({why})")
         self.emit(Event("run", self.host, text=self.run_id, done=float(pid)))
 
     # --- follow --------------------------------------------------------------------------------
@@ -172,7 +180,8 @@ class HostRun:
         says: list[str] = []
         code: int | None | str = "missing"
         token = secrets.token_hex(8)  # the job cannot print the markers: it never sees the token
-        no_run, mark_exit = (f"{m}-{token}" for m in (MARK_NO_RUN, MARK_EXIT))
+        no_run, mark_exit, mark_disk = (f"{m}-{token}" for m in (MARK_NO_RUN, MARK_EXIT, MARK_DISK))
+        free: int | None = None
         try:
             async for line in self.transport.lines(follow_script(self.run_dir, token)):
                 if line == no_run:
@@ -180,6 +189,9 @@ class HostRun:
                     break
                 if line.startswith(mark_exit + " ") or line == mark_exit:
                     code = parse_exit(line[len(mark_exit):])
+                    continue
+                if line.startswith(mark_disk + " ") or line == mark_disk:
+                    free = _free_kib(line, mark_disk)
                     continue
                 if line.startswith(PREFIX):
                     self.on_progress(line[len(PREFIX):], errors)
@@ -196,6 +208,11 @@ class HostRun:
             raise CaptureError(f"{self.host}: no run {self.run_id} in {self.root}/runs")
         if code == "missing":
             raise CaptureError(f"{self.host}: lost the log stream; {self.reattach_hint()}", tuple(tail))
+        if code is None and free is not None and free < FULL_DISK_KIB:
+            raise CaptureError(f"{self.host}: the job ended without an exit code and the host's disk is full "
+                               f"({free} KiB free in {self.root}): free some space there "
+                               f"(`npuscope capture --host {self.host} --clean` deletes fetched and failed runs)",
+                               tuple(tail))
         if code != 0:
             raise CaptureError(self.failure(code, errors, says, list(tail)), tuple(tail))
 
@@ -297,6 +314,15 @@ MAX_MESSAGE = 2000  # characters kept of a message from the job's log
 
 def _message(value) -> str:
     return value[:MAX_MESSAGE] if isinstance(value, str) else ""
+
+
+def _free_kib(text: str, mark: str) -> int | None:
+    """The KiB after `mark` on its line of `text` (`df` said it), or None."""
+    for line in text.splitlines():
+        if line.startswith(mark):
+            value = line[len(mark):].strip()
+            return int(value) if re.fullmatch(r"[0-9]{1,18}", value) else None
+    return None
 
 
 async def _collect(runs: list[HostRun], out: Path, name: str, emit: Emit) -> Outcome:

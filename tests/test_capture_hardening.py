@@ -1,11 +1,11 @@
 """The capture against a broken or hostile host: malformed progress lines and run records, pid
-files that name other processes, odd host names, newlines in paths and file names, and escape
-sequences in everything the host sends back.
+files that name other processes, odd host names, newlines in paths and file names, full disks,
+fetches killed on the way, and escape sequences in everything the host sends back.
 
 Real components: run scripts executed by `sh`, `--host local` runs of the real command line, a
-pid namespace (`unshare`) for the pid files naming process 1, and the project's sshd for the host
-names. The only stand-ins are named FAKE: a bootstrap that sleeps, and a python that writes a
-trace.
+real tmpfs for the full disks (skipped where it cannot be mounted), a pid namespace (`unshare`)
+for the pid files naming process 1, and the project's sshd for the host names. The only stand-ins
+are named FAKE: a bootstrap that fills the disk or sleeps, and a python that writes a trace.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from npuscope.capture.fetch import host_folders
+from npuscope.capture.fetch import host_folders, staging_dir
 from npuscope.capture.runs import cancel_script, launch_script, parse_record, parse_runs, run_script
-from npuscope.capture.session import HostRun, cancel, list_runs
+from npuscope.capture.session import HostRun, cancel, clean, list_runs
 from npuscope.capture.spec import CaptureError, CaptureSpec
 from npuscope.capture.text import one_line, printable
 
@@ -384,6 +384,113 @@ def test_exported_files_with_newlines_or_odd_bytes_in_their_names_are_fetched(tm
     got = sorted(os.fsencode(p.name) for p in dest.iterdir())
     assert got == sorted([b"a\nb.paddle_trace.json", b"\xff\xfe.paddle_trace.json", b"c\\nd.paddle_trace.json",
                           b"ok.paddle_trace.json", b"npuscope_capture.log"])
+
+
+# --- 6. full disks and dead fetches ---------------------------------------------------------------
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A real 256 KiB tmpfs (needs the right to mount; skipped without it)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(disk)], capture_output=True, text=True)
+    if res.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {res.stderr.strip()}")
+    yield disk
+    subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def fill(disk: Path) -> None:
+    fd = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT)
+    try:
+        while True:
+            os.write(fd, b"\0" * 4096)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+FAKE_DISK_FILLING_BOOTSTRAP = """# FAKE: stands in for the bootstrap: a training whose checkpoints fill the disk, then ends.
+import os, sys
+out = sys.argv[sys.argv.index("--out") + 1]
+os.makedirs(out, exist_ok=True)
+fd = os.open(os.path.join(out, "checkpoint"), os.O_WRONLY | os.O_CREAT)
+try:
+    while True:
+        os.write(fd, b"\\0" * 4096)
+except OSError:
+    pass
+os._exit(0)
+"""
+
+
+def test_a_full_remote_disk_is_said_not_ended_without_exit_code(tmp_path, small_disk):
+    root = small_disk / "root"
+    run = root / "runs" / RUN
+    run.mkdir(parents=True)
+    boot = tmp_path / "fake_bootstrap.py"
+    boot.write_text(FAKE_DISK_FILLING_BOOTSTRAP)
+    spec = spec_for(root, command=(sys.executable, "train.py"), device="cpu")
+    (run / "run.sh").write_text(run_script(spec, str(run), str(boot), str(tmp_path)))
+    job = subprocess.run(["sh", "run.sh"], cwd=run, env={**os.environ, "NPUSCOPE_RUN_ID": RUN}, timeout=60,
+                         start_new_session=True)
+    assert job.returncode != 0 and (run / "pid").read_text().strip()
+    with pytest.raises(CaptureError) as info:
+        asyncio.run(host_run(root).follow())
+    assert "disk is full" in str(info.value) and "--clean" in str(info.value)
+
+
+def test_a_full_disk_at_upload_leaves_no_run_folder(tmp_path, small_disk):
+    root = small_disk / "root"
+    (root / "runs").mkdir(parents=True)
+    fill(small_disk)
+    run = HostRun(CaptureSpec(host="local", command=("true", "t.py"), device="cpu", remote_root=str(root)), RUN,
+                  lambda e: None)
+    with pytest.raises(CaptureError) as info:
+        asyncio.run(run.launch())
+    assert "upload failed" in str(info.value) and "No space left" in str(info.value)
+    assert list((root / "runs").iterdir()) == []
+
+
+def test_clean_removes_run_folders_that_never_started(tmp_path):
+    old = make_run(tmp_path, "20261129-100000-aaaa", pid=None, exit=None)
+    new = make_run(tmp_path, "20261129-110000-bbbb", pid=None, exit=None)
+    hour_ago = time.time() - 3600
+    os.utime(old, (hour_ago, hour_ago))
+    cleaned = asyncio.run(clean(spec_for(tmp_path)))
+    assert [run_id for run_id, _ in cleaned] == [old.name]
+    assert not old.exists() and new.exists()
+
+
+FETCHER = """import sys, time
+from pathlib import Path
+from npuscope.capture.fetch import staging_dir
+path = staging_dir(Path(sys.argv[1]), "h-20261129-101010")
+(path / ".fetch.tar").write_bytes(b"x" * 100)
+print(path, flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_fetch_killed_on_the_way_is_swept_by_the_next(tmp_path):
+    out = tmp_path / "out"
+    fetchers = [subprocess.Popen([sys.executable, "-c", FETCHER, str(out)], stdout=subprocess.PIPE, text=True)
+                for _ in range(2)]
+    try:
+        dead, live = (Path(f.stdout.readline().strip()) for f in fetchers)
+        fetchers[0].send_signal(signal.SIGKILL)
+        fetchers[0].wait()
+        for path in (dead, live):
+            os.utime(path, (time.time() - 3600, time.time() - 3600))
+        mine = staging_dir(out, "h-20261129-111111")
+        assert not dead.exists(), "the dead fetch's folder was left"
+        assert live.exists(), "a fetch under way lost its folder"
+        assert sorted(p.name for p in out.iterdir()) == sorted([live.name, mine.name])
+    finally:
+        for f in fetchers:
+            f.kill()
+            f.wait()
 
 
 # --- remote text reaches the terminal without control characters -------------------------------
