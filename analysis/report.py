@@ -172,9 +172,11 @@ def render(report: dict[str, Any], fmt: str) -> str:
         out.append(("## " if md else "== ") + f"card {card['card']}" + ("" if md else " =="))
         span = "unavailable" if s["span_us"] is None else f"{s['span_us']:,.1f} us"
         comm = f", communication {s['communication_us']:,.1f} us" if s.get("communication_us") else ""
+        skipped = src.get("skipped_rows") or 0
         out.append(
             f"{s['tasks']:,} tasks, {s['op_types']:,} op types; compute {s['compute_us']:,.1f} us"
             f"{comm}, wait {s['wait_us']:,.1f} us, span {span}"
+            + (f" (totals leave out {skipped:,} damaged row(s): see the notes)" if skipped else "")
         )
         out.append("")
         out.append("### Findings" if md else "Findings (by time at stake)")

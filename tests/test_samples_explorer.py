@@ -43,3 +43,15 @@ async def test_sample_opens_in_the_explorer(path, tmp_path):
                 await pilot.press("right_square_bracket")
                 await pilot.pause()
                 assert screen.card == card
+
+
+async def test_header_says_damaged_times_and_skipped_rows(tmp_path):
+    mangled = SAMPLES / "cann5x_device_summary" / "op_summary_spreadsheet_mangled.csv"
+    app = NpuscopeApp(mangled, cache=False, export_dir=tmp_path / "exports")
+    async with app.run_test(size=(160, 30)) as pilot:
+        screen = await wait_loaded(pilot)
+        assert "start times damaged" in str(screen.query_one("#header").render())
+    app = NpuscopeApp(REAL / "torch_npu_2023_gpt3_2rank", cache=False, export_dir=tmp_path / "exports")
+    async with app.run_test(size=(160, 30)) as pilot:
+        screen = await wait_loaded(pilot)
+        assert "1 damaged row(s) skipped" in str(screen.query_one("#header").render())

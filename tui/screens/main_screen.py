@@ -213,6 +213,7 @@ class MainScreen(Screen):
             card=self.card,
             cards=p.cards,
             summary=card_summary(p, tasks, self.card),
+            skipped=p.skipped_rows,
         )
         self.query_one(CardsPane).show(d.for_card(self.card), card_kpis(tasks))
         timeline = self.query_one(MiniTimeline)

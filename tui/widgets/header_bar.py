@@ -9,7 +9,9 @@ from ..format import human_us
 
 
 class HeaderBar(Static):
-    def show(self, *, capture: str, layout: str, card: str, cards: tuple[str, ...], summary: dict) -> None:
+    def show(
+        self, *, capture: str, layout: str, card: str, cards: tuple[str, ...], summary: dict, skipped: int = 0
+    ) -> None:
         position = f"{cards.index(card) + 1}/{len(cards)}" if card in cards else ""
         self.update(
             Text.assemble(
@@ -25,6 +27,7 @@ class HeaderBar(Static):
                     if summary["span_us"] is None
                     else f"span {human_us(summary['span_us'])}"
                 ),
+                (f" · {skipped:,} damaged row(s) skipped" if skipped else "", "bold yellow"),
                 "   ",
                 (capture, "bold"),
                 (f"  {layout}", "dim"),
