@@ -33,7 +33,7 @@ import polars as pl
 
 from npuscope.parsers import Profile, ProfileError
 from npuscope.parsers.columns import COMMUNICATION_TASK_TYPES
-from npuscope.parsers.text import printable
+from npuscope.text import printable
 
 from .diagnose import Diagnosis, diagnose
 from .findings import SEVERITIES, Finding

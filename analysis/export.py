@@ -22,7 +22,7 @@ import polars as pl
 
 from npuscope.parsers import ProfileError
 from npuscope.parsers.layout import PROF_RE
-from npuscope.parsers.text import printable, spreadsheet_cell
+from npuscope.text import printable, spreadsheet_cell
 
 EXPORT_DIR_ENV = "NPUSCOPE_EXPORT_DIR"
 EXPORT_FOLDER = "npuscope-exports"

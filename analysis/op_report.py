@@ -10,7 +10,7 @@ from __future__ import annotations
 import polars as pl
 
 from npuscope.parsers import Profile, ProfileError
-from npuscope.parsers.text import printable
+from npuscope.text import printable
 
 from .diagnose import Diagnosis
 

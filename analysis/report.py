@@ -12,7 +12,7 @@ import polars as pl
 
 from npuscope.parsers import Profile
 from npuscope.parsers.frames import is_communication
-from npuscope.parsers.text import printable
+from npuscope.text import printable
 
 from .diagnose import Diagnosis
 

@@ -30,7 +30,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from .spec import DEFAULT_MSPROF, DEVICES, CaptureSpec
-from .text import one_line
+from npuscope.text import one_line
 
 # Exit codes written to `exit`: 0-4 come from the bootstrap, the rest from run.sh or the shell.
 EXIT_MESSAGES = {

@@ -57,7 +57,7 @@ from .runs import (
     whole,
 )
 from .spec import CaptureError, CaptureSpec
-from .text import has_control, printable
+from npuscope.text import has_control, printable
 from .transport import Transport, transport_for
 from .upload import files_tar
 

@@ -10,7 +10,7 @@ import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from .text import has_control, printable
+from npuscope.text import has_control, printable
 
 DEFAULT_MSPROF = "/usr/local/Ascend/ascend-toolkit/latest/tools/profiler/bin/msprof"
 DEFAULT_REMOTE_ROOT = "~/.cache/npuscope/capture"  # a subfolder of its own, apart from the frame cache files

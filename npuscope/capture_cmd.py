@@ -6,7 +6,7 @@ failed (one line with the reason, then the last log lines), 2 for bad arguments,
 interrupted (the remote job goes on; the message says how to reattach).
 
 Text that comes from a host (its log, run records, error text) goes through
-`npuscope.capture.text.one_line` before it is printed: no escape sequence reaches the terminal.
+`npuscope.text.one_line` before it is printed: no escape sequence reaches the terminal.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from npuscope.capture.spec import (
     parse_hosts,
     usage_error,
 )
-from npuscope.capture.text import one_line
+from npuscope.text import one_line
 
 EPILOG = (
     "The command after -- is run by the bootstrap: its first word is the python that runs the "

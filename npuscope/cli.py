@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     from npuscope.parsers import ProfileError
-    from npuscope.parsers.text import one_line
+    from npuscope.text import one_line
 
     try:
         if args.command == "inspect":
@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
 def run_explorer(args: argparse.Namespace) -> int:
     """Check the path before the UI starts (bad input exits 2 with one line), then run."""
     from npuscope.parsers import ProfileError
-    from npuscope.parsers.text import one_line
+    from npuscope.text import one_line
 
     try:
         from npuscope.analysis import Thresholds

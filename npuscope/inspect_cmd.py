@@ -41,7 +41,7 @@ def _print(prof, args: argparse.Namespace) -> None:
     import polars as pl
 
     from npuscope.parsers.frames import is_communication
-    from npuscope.parsers.text import printable
+    from npuscope.text import printable
 
     def out(text: str) -> None:  # folder, file and op names are untrusted text
         sys.stdout.write(printable(text))

@@ -30,7 +30,7 @@ from npuscope.capture.fetch import host_folders, staging_dir
 from npuscope.capture.runs import cancel_script, launch_script, parse_record, parse_runs, run_script
 from npuscope.capture.session import HostRun, cancel, clean, list_runs
 from npuscope.capture.spec import CaptureError, CaptureSpec
-from npuscope.capture.text import one_line, printable
+from npuscope.text import one_line, printable
 
 RUN = "20261129-143000-ab12"
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # what a terminal must never get from a host
