@@ -225,14 +225,16 @@ def open_profile(
             derived = True
             stat_parts.append(
                 cache.load_or_build(
-                    "derived_statistic", (src.db,), lambda t=read.tasks: derive_statistic(t), src.card
+                    "derived_statistic", (src.db,), lambda t=read.tasks: derive_statistic(t), src.card,
+                    schema=STAT_SCHEMA,
                 )
             )
             continue
         events = None
         if src.timeline:
             events = cache.load_or_build(
-                "events", src.timeline, lambda s=src: read_timeline(s.timeline, card=s.card), src.card
+                "events", src.timeline, lambda s=src: read_timeline(s.timeline, card=s.card), src.card,
+                schema=EVENT_SCHEMA,
             )
             event_parts.append(events)
             advance(src.timeline, "timeline")
@@ -268,7 +270,8 @@ def open_profile(
             derived = True
             if src.tasks:  # cached with the tasks it comes from
                 stat = cache.load_or_build(
-                    "derived_statistic", src.tasks, lambda t=tasks: derive_statistic(t), src.card
+                    "derived_statistic", src.tasks, lambda t=tasks: derive_statistic(t), src.card,
+                    schema=STAT_SCHEMA,
                 )
             else:
                 stat = derive_statistic(tasks)
@@ -389,11 +392,16 @@ def _cached_table(
     """A CSV table through the cache, with the notes its parse left (damaged rows) kept
     beside it, so a cached reopen says the same and `strict` refuses the same files."""
     policy = RowPolicy(strict=strict)
-    frame = cache.load_or_build(kind, paths, lambda: read(policy), card, columns=columns)
+    frame = cache.load_or_build(
+        kind, paths, lambda: read(policy), card, columns=columns,
+        # What each table's reader returns: canonical tasks (PMU columns may follow), statistic, steps.
+        schema={"tasks": including(empty_tasks().schema), "statistic": STAT_SCHEMA, "steps": STEP_SCHEMA}.get(kind),
+    )
     if cache.enabled:
         built = list(policy.notes)
         kept = cache.load_or_build(
-            kind + "_notes", paths, lambda: pl.DataFrame({"note": built}, schema=_NOTES_SCHEMA), card
+            kind + "_notes", paths, lambda: pl.DataFrame({"note": built}, schema=_NOTES_SCHEMA), card,
+            schema=_NOTES_SCHEMA,
         )
         found = [n for n in kept["note"].to_list() if n]
     else:
