@@ -172,7 +172,7 @@ def _csv(source: Path | io.BytesIO, schema: dict[str, pl.DataType]) -> pl.DataFr
 
 
 def _read_one(
-    path: Path, header: list[str], schema: dict[str, pl.DataType], rows: RowPolicy
+    path: Path, header: list[str], schema: dict[str, pl.DataType], rows: RowPolicy, tail: list[str]
 ) -> pl.DataFrame:
     try:
         df = _csv(path, schema)
@@ -183,11 +183,26 @@ def _read_one(
         if short:
             return _without(path, header, schema, short, rows)
         raise _compute_error(path, header, exc) from None
-    if df.height and df[df.columns[-1]].null_count() and _fewer_fields(path, df, len(header)):
+    if _suspect_short(df, tail) and _fewer_fields(path, df, len(header)):
         short = short_lines(path, len(header))
         if short:
             return _without(path, header, schema, short, rows)
     return df
+
+
+def _suspect_short(df: pl.DataFrame, tail: list[str]) -> bool:
+    """Whether a row may have lost a field: its last cell is empty while the cells before it
+    (`tail`: the PMU block, else the column before the last) are not.
+
+    A legitimate empty last cell comes with its whole block (`N/A` in every PMU column of an
+    AI_CPU or communication task); a short row shifts a value into the block. Only then is
+    the file's comma count checked (a second pass over the file, ~1 s per 700 MB).
+    """
+    last = df.columns[-1]
+    if df.height == 0 or df[last].null_count() == 0 or not tail:
+        return False
+    others = pl.any_horizontal([pl.col(c).is_not_null() for c in tail])
+    return bool(df.select((pl.col(last).is_null() & others).any()).item())
 
 
 def _compute_error(path: Path, header: list[str], exc: Exception) -> ProfileError:
@@ -284,12 +299,17 @@ def _without(
 
 
 def _read_polars(
-    paths: Sequence[Path], header: list[str], schema: dict[str, pl.DataType], rows: RowPolicy
+    paths: Sequence[Path], header: list[str], schema: dict[str, pl.DataType], rows: RowPolicy,
+    extra: list[str],
 ) -> pl.DataFrame:
+    # The cells a short row would shift into: the PMU block before the last column, else the
+    # one column before it.
+    block = [n for n in extra if n != header[-1]] if header[-1] in extra else []
+    tail = block if block else header[-2:-1]
     frames = []
     for path in paths:
         try:
-            frames.append(_read_one(path, header, schema, rows))
+            frames.append(_read_one(path, header, schema, rows, tail))
         except pl.exceptions.NoDataError:
             raise ProfileError(f"{path}: the file is empty; re-export the profile with msprof") from None
         except PermissionError:
@@ -421,7 +441,7 @@ def read_table(
     if len(set(header)) != len(header):
         dup = sorted({h for h in header if header.count(h) > 1})
         raise ProfileError(f"{paths[0]}: duplicate column(s) {', '.join(dup)}")
-    df = _read_polars(paths, header, schema, rows if rows is not None else RowPolicy())
+    df = _read_polars(paths, header, schema, rows if rows is not None else RowPolicy(), extra)
     times = {name: spec for name, spec in matched.items() if spec.kind in ("start", "time")}
     exprs = [_cast(spec, name) for name, spec in matched.items() if name not in times]
     kept_extra = [name for name in extra if name.strip()] if extra_as_float else []

@@ -232,11 +232,18 @@ def open_profile(
             continue
         events = None
         if src.timeline:
-            events = cache.load_or_build(
-                "events", src.timeline, lambda s=src: read_timeline(s.timeline, card=s.card), src.card,
-                schema=EVENT_SCHEMA,
-            )
-            event_parts.append(events)
+            try:
+                events = cache.load_or_build(
+                    "events", src.timeline, lambda s=src: read_timeline(s.timeline, card=s.card), src.card,
+                    schema=EVENT_SCHEMA,
+                )
+            except ProfileError as exc:
+                if not src.tasks:  # the timeline is all there is
+                    raise
+                # A broken timeline must not hide a good op_summary: go on without it.
+                parse_notes.append(f"timeline not read: {exc}")
+            else:
+                event_parts.append(events)
             advance(src.timeline, "timeline")
         if src.tasks:
             tasks = _cached_table(
@@ -435,13 +442,17 @@ def _read_db_cached(
             memo["x"] = read_db(db_path, card=src.card)
         return memo["x"]
 
-    tasks = cache.load_or_build("db_tasks", (db_path,), lambda: export().tasks, src.card, columns=columns)
+    tasks = cache.load_or_build(
+        "db_tasks", (db_path,), lambda: export().tasks, src.card, columns=columns,
+        schema=including(empty_tasks().schema),
+    )
     events = None
     if timeline:
         events = cache.load_or_build(
             "db_events", (db_path,),
             lambda: export().events if export().events is not None else pl.DataFrame(schema=EVENT_SCHEMA),
             src.card,
+            schema=EVENT_SCHEMA,
         )
         if events.height == 0:
             events = None
@@ -449,11 +460,13 @@ def _read_db_cached(
         "db_steps", (db_path,),
         lambda: export().steps if export().steps is not None else pl.DataFrame(schema=STEP_SCHEMA),
         src.card,
+        schema=STEP_SCHEMA,
     )
     notes = cache.load_or_build(
         "db_notes", (db_path,),
         lambda: pl.DataFrame({"note": list(export().notes)}, schema=_NOTES_SCHEMA),
         src.card,
+        schema=_NOTES_SCHEMA,
     )
     return _DbFrames(tasks, events, steps if steps.height else None, tuple(notes["note"].to_list()))
 

@@ -48,10 +48,14 @@ HINT = re.compile(
 
 
 def assert_no_partial_cache(cache: Path) -> None:
-    """Only complete, keyed entries in the cache folder: no temp file, no half-written one."""
+    """Only complete, keyed entries in the cache folder (and in the private u<uid> folder it
+    gets when others can write it): no temp file, no half-written one."""
     if not cache.exists():
         return
     for p in cache.iterdir():
+        if p.is_dir() and re.fullmatch(r"u\d+", p.name):
+            assert_no_partial_cache(p)
+            continue
         assert re.fullmatch(r"[0-9a-f]{32}\.parquet", p.name), f"stray file in cache: {p.name}"
         assert _KEY in pl.read_parquet_metadata(p), f"cache entry without key: {p.name}"
 
