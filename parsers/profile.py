@@ -206,7 +206,7 @@ def open_profile(
     tasks_parts, stat_parts, event_parts, step_parts = [], [], [], []
     parse_notes: list[str] = []
     tasks_from = "none"
-    derived = False
+    derived = replaced = False
     kinds = set()
     for src, _, _ in plan:
         if cancel is not None and cancel.is_set():
@@ -271,7 +271,7 @@ def open_profile(
                 if disagree is not None:
                     parse_notes.append(disagree)
                     stat = derive_statistic(tasks)
-                    derived = True
+                    derived = replaced = True
             advance(src.statistic, "op statistic")
         elif tasks is not None:
             derived = True
@@ -315,7 +315,7 @@ def open_profile(
     problem = time_problem(tasks)
     if problem is not None:
         notes.append(problem)
-    if derived and tasks_from != "db" and not any("disagrees" in n for n in parse_notes):
+    if derived and tasks_from != "db" and not replaced:  # a replaced one has its own note
         notes.append("op_statistic derived from the tasks (no op_statistic file)")
     if tasks_from == "timeline":
         notes.append("tasks derived from the timeline (no op_summary): OP Type is the kernel name")
