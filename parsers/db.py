@@ -414,7 +414,7 @@ def _keep_valid(df: pl.DataFrame, table: str, notes: list[str], start: str = "st
 
 
 def _card_key(card: str) -> tuple[int, int | str]:
-    return (0, int(card)) if card.isdigit() else (1, card)
+    return (0, int(card)) if card.isascii() and card.isdigit() else (1, card)
 
 
 def _select(db: _Db, table: str, wanted: Iterable[tuple[str, tuple[str, ...], str]], alias: str = "") -> tuple[list[str], dict[str, str]]:

@@ -252,6 +252,22 @@ def test_hand_edited_msprof_2023_opens(samples):
     assert exp.events.height == 4 and set(exp.events["card"]) == {"2"}
 
 
+def test_device_ids_that_are_not_numbers(tmp_path):
+    """Device ids are opaque text too: '²' is a digit to str.isdigit, not to int()."""
+    path = tmp_path / "msprof_7.db"
+    con = sqlite3.connect(path)
+    con.executescript("""
+        CREATE TABLE TASK (startNs INTEGER, endNs INTEGER, deviceId TEXT, connectionId INTEGER, globalTaskId INTEGER);
+        CREATE TABLE COMPUTE_TASK_INFO (name INTEGER, globalTaskId INTEGER);
+        INSERT INTO TASK VALUES (10, 20, '²', 1, 1), (30, 50, 'npu b', 2, 2), (40, 45, '3', 3, 3);
+        INSERT INTO COMPUTE_TASK_INFO VALUES (0, 1), (0, 2), (0, 3);
+    """)
+    con.close()
+    exp = read_db(path)
+    assert exp.cards == ("3", "npu b", "²")
+    assert sorted(exp.tasks["card"]) == ["3", "npu b", "²"]
+
+
 def test_card_from_the_layout(samples):
     exp = read_db(samples / REAL["torch_l1_r1"], card="rank7")
     assert exp.cards == ("rank7",)
