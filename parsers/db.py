@@ -34,7 +34,7 @@ import polars as pl
 
 from .columns import EVENT_SCHEMA, NULL_VALUES, STEP_SCHEMA, TASK_ORDER, TASK_SCHEMA
 from .errors import ProfileError
-from .frames import canonical_tasks, communication_type
+from .frames import canonical_tasks, communication_type, ns_to_us
 
 DB_NAME_RE = re.compile(r"^(?:msprof|ascend_pytorch_profiler)_\d+\.db$")
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -503,6 +503,17 @@ class _Cards:
             expr = expr.fill_null(self.only)
         return expr.alias("card")
 
+    def model_by_connection(self) -> pl.DataFrame:
+        """connection_id -> model_id of the TASK rows (a collective's Model ID in op_summary)."""
+        task, conn, model = self.db.table("TASK"), self.db.col("TASK", "connectionId"), self.db.col("TASK", "modelId")
+        if conn is None or model is None:
+            return pl.DataFrame(schema={"connection_id": pl.String, "model_id": pl.String})
+        got = self.db.frame(
+            f"SELECT {_q(conn)} AS connection_id, {_q(model)} AS model_id FROM {_q(task)}",
+            {"connection_id": "id", "model_id": "id"},
+        )
+        return got.drop_nulls().unique(subset="connection_id", keep="first", maintain_order=True)
+
     def by_connection(self) -> pl.DataFrame:
         """connection_id -> card, from every TASK row (compute, communication, markers)."""
         if self._by_connection is None:
@@ -552,7 +563,7 @@ def _compute_tasks(db: _Db, cards: _Cards) -> pl.DataFrame | None:
     if "context_id" in df.columns:
         extra.append(pl.when(pl.col("context_id") == _NO_CONTEXT).then(None).otherwise(pl.col("context_id")).alias("context_id"))
     extra.append(cards.label("device") if "device" in df.columns else pl.lit(cards.only, dtype=pl.String).alias("card"))
-    df = df.with_columns(((pl.col("end_ns") - pl.col("start_ns")) / 1000).alias("duration_us"), *extra)
+    df = df.with_columns(ns_to_us(pl.col("end_ns") - pl.col("start_ns")).alias("duration_us"), *extra)
     if "card" in df.columns and df["card"].null_count():
         db.notes.append(f"{df['card'].null_count():,} compute task(s) skipped: no deviceId, and the db holds several devices")
         df = df.drop_nulls("card")
@@ -594,7 +605,12 @@ def _pmu(db: _Db, compute: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
         pmu.filter(pl.col("metric").is_in(list(names)) & pl.col("global_task_id").is_not_null())
         .with_columns(
             pl.when(pl.col("metric").is_in(in_ns))
-            .then(pl.col("value") / 1000)
+            # Whole nanoseconds read as the 3-decimal text does; fractional ones as they are.
+            .then(
+                pl.when(pl.col("value") == pl.col("value").floor())
+                .then(ns_to_us(pl.col("value")))
+                .otherwise(pl.col("value") / 1000)
+            )
             .otherwise(pl.col("value"))
             .alias("value")
         )
@@ -630,7 +646,7 @@ def _communication(db: _Db, cards: _Cards) -> pl.DataFrame | None:
     df = df.with_columns(
         pl.coalesce(op_type, derived).alias("op_type"),
         pl.lit("COMMUNICATION").alias("task_type"),
-        ((pl.col("end_ns") - pl.col("start_ns")) / 1000).alias("duration_us"),
+        ns_to_us(pl.col("end_ns") - pl.col("start_ns")).alias("duration_us"),
     )
     # The card: its deviceId (newer schemas), else the TASK rows of its connection, else the only one.
     card = cards.label("device") if "device" in df.columns else pl.lit(cards.only, dtype=pl.String).alias("card")
@@ -643,7 +659,10 @@ def _communication(db: _Db, cards: _Cards) -> pl.DataFrame | None:
     if lost:
         db.notes.append(f"{lost:,} communication op(s) skipped: no device and no TASK row tells their card")
         df = df.drop_nulls("card")
-    return df
+    # As op_summary writes a collective: the Model ID of its tasks, Block Num 0.
+    if "connection_id" in df.columns:
+        df = df.join(cards.model_by_connection(), on="connection_id", how="left", maintain_order="left")
+    return df.with_columns(pl.lit(0, dtype=pl.Int64).alias("block_num"))
 
 
 def _events(db: _Db, cards: _Cards) -> pl.DataFrame | None:
@@ -689,9 +708,16 @@ def _events(db: _Db, cards: _Cards) -> pl.DataFrame | None:
     if cards.only is not None:
         df = df.with_columns(pl.lit(cards.only, dtype=pl.String).alias("card"))
     else:
-        df = df.join(cards.by_connection(), on="connection_id", how="left", maintain_order="left").with_columns(
-            pl.col("card").fill_null("host")
+        # As the text reader does: a host thread belongs to the card most of its launches go
+        # to (its compile and sync calls share no connection with any task); a thread that
+        # launched nothing stays "host".
+        df = df.join(cards.by_connection(), on="connection_id", how="left", maintain_order="left")
+        owner = (
+            df.drop_nulls("card").group_by("thread").agg(pl.col("card").mode().sort().first().alias("owner"))
         )
+        df = df.join(owner, on="thread", how="left", maintain_order="left").with_columns(
+            pl.coalesce("card", "owner", pl.lit("host")).alias("card")
+        ).drop("owner")
     df = df.with_columns(
         pl.lit("CANN").alias("process"),
         pl.col("thread").alias("pid"),
@@ -732,6 +758,27 @@ def _steps(db: _Db, cards: _Cards) -> pl.DataFrame | None:
     card = cards.only if cards.only is not None else "host"
     ok = ok.with_columns(pl.lit(card).alias("card"), pl.lit(None, dtype=pl.Int64).alias("bp_end_ns"))
     return ok.select([pl.col(c).cast(t) for c, t in STEP_SCHEMA.items()])
+
+
+def _with_step_ids(tasks: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
+    """Each task's Step Id: the STEP_TIME range its start lies in (kernel_details has it)."""
+    ranges = (
+        steps.drop_nulls("fp_start_ns")
+        .select(
+            pl.col("fp_start_ns").alias("_from"),
+            pl.col("iteration_end_ns").alias("_to"),
+            pl.col("iteration_id").cast(pl.String).alias("_step"),
+        )
+        .sort("_from")
+    )
+    if ranges.height == 0:
+        return tasks
+    order = tasks.with_row_index("_row").sort("start_ns")
+    hit = order.join_asof(ranges, left_on="start_ns", right_on="_from", strategy="backward")
+    hit = hit.with_columns(
+        pl.when(pl.col("start_ns") < pl.col("_to")).then(pl.col("_step")).otherwise(pl.col("step_id")).alias("step_id")
+    )
+    return hit.sort("_row").drop("_row", "_from", "_to", "_step")
 
 
 def read_db(path: Path, *, card: str | None = None) -> DbExport:
@@ -788,9 +835,13 @@ def _read(db: _Db, path: Path, card: str | None) -> DbExport:
         tasks = pl.concat(frames, how="diagonal_relaxed") if len(frames) > 1 else frames[0]
     else:
         tasks = pl.DataFrame(schema={c: TASK_SCHEMA[c] for c in ("card", "op_name", "op_type", "task_type", "start_ns", "duration_us")})
+    steps = _steps(db, cards)
+    if steps is not None and steps.height:
+        if "step_id" not in tasks.columns:
+            tasks = tasks.with_columns(pl.lit(None, dtype=pl.String).alias("step_id"))
+        tasks = _with_step_ids(tasks, steps)
     tasks = canonical_tasks(tasks, card=cards.only or card, pmu=pmu_names)
     events = _events(db, cards)
-    steps = _steps(db, cards)
     all_cards = set(cards.cards) | set(tasks["card"].unique().to_list())
     return DbExport(
         tasks=tasks,

@@ -22,13 +22,23 @@ from .columns import (
 )
 
 
+def ns_to_us(ns: pl.Expr) -> pl.Expr:
+    """Integer nanoseconds as microseconds, the double a 3-decimal text value reads as.
+
+    polars divides a column by a constant as a multiplication by its reciprocal, which can
+    land one ulp away (19397 ns -> 19.397000000000002 us); rounding to the nanosecond gives
+    the correctly rounded value, so a db export and its text export give equal frames.
+    """
+    return (ns / 1000).round(3)
+
+
 def wait_expr() -> pl.Expr:
     """msprof's Task Wait Time: max(0, start - previous start - previous duration) per card.
 
     Expects rows sorted by (card, start_ns); the first task of a card waits 0.
     """
     prev_end = (pl.col("start_ns") + (pl.col("duration_us") * 1000).round(0).cast(pl.Int64)).shift(1)
-    gap = ((pl.col("start_ns") - prev_end) / 1000).clip(lower_bound=0).fill_null(0.0)
+    gap = ns_to_us(pl.col("start_ns") - prev_end).clip(lower_bound=0).fill_null(0.0)
     return gap.over("card").alias("wait_us")
 
 

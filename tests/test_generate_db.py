@@ -386,19 +386,6 @@ def test_command_line_writes_the_db(tmp_path):
 
 # --------------------------------------------------------------------------- what the parsers read
 
-# Where parsers/db.py does not (yet) read a db the way the text export of the same run reads:
-# each is a strict xfail below, so the suite says so the day it is fixed.
-GAP_COMM = ("COMMUNICATION_OP rows come out with model_id and block_num null; op_summary / "
-            "kernel_details (and every real one) have Model ID 4294967295 and Block Num 0 there")
-GAP_STEP_ID = ("tasks get no step_id from STEP_TIME; kernel_details has the Step Id of the "
-               "STEP_TIME range each task lies in")
-GAP_ULP = ("durations and PMU times are (end - start) / 1000 in polars, which multiplies by "
-           "0.001: 1 ulp off the text's 3-decimal values (19.397000000000002 for 19.397)")
-GAP_HOST_CARD = ("with several devices, CANN_API rows whose connectionId is no TASK's "
-                 "(aclnn*, aclopCompileAndExecute, aclrtSynchronizeStream) get card 'host' and "
-                 "count on every card; the text reader gives each host thread the card its "
-                 "launches go to")
-
 
 def _open(root: Path, source: str):
     from npuscope.parsers import FrameCache, open_profile
@@ -478,21 +465,18 @@ def test_text_and_db_give_the_same_tasks(opened, name):
     assert db.time_problem is None and db.skipped_rows == 0
 
 
-@pytest.mark.xfail(strict=True, reason=GAP_ULP)
 def test_db_durations_are_the_text_durations_exactly(opened):
     t, d = _sorted(opened["one_card"]["text"].tasks), _sorted(opened["one_card"]["db"].tasks)
     cols = ["duration_us", "wait_us", *opened["one_card"]["db"].pmu_columns]
     assert_frame_equal(d.select(cols), t.select(cols), check_exact=True)
 
 
-@pytest.mark.xfail(strict=True, reason=GAP_COMM)
 def test_db_communication_rows_are_op_summary_rows(opened):
     t, d = _sorted(opened["era_b"]["text"].tasks), _sorted(opened["era_b"]["db"].tasks)
     assert t.filter(_comm()).height == 24
     assert_frame_equal(d.filter(_comm()), t.filter(_comm()).select(d.columns))
 
 
-@pytest.mark.xfail(strict=True, reason=GAP_STEP_ID)
 def test_db_tasks_have_the_step_id_of_kernel_details(opened):
     t, d = _sorted(opened["torch_npu"]["text"].tasks), _sorted(opened["torch_npu"]["db"].tasks)
     assert_frame_equal(d.select("card", "start_ns", "step_id"), t.select("card", "start_ns", "step_id"))
@@ -538,13 +522,12 @@ def test_text_and_db_give_the_same_steps_and_host_events(opened, name):
             for start, wait in firsts.select("start_ns", "wait_us").rows():
                 gap = (start - round(wait * 1000), start)
                 assert bounds.filter(pl.col("ts_ns").is_between(*gap)).height, (card, start)
-    # The host API events: the same names at the same times (cards: see the xfail below).
+    # The host API events: the same names at the same times.
     assert_frame_equal(_host(db).drop("card").sort(pl.all()), _host(text).drop("card").sort(pl.all()))
     if len(text.cards) == 1 or text.layout != "era_b":
         assert_frame_equal(_host(db), _host(text))
 
 
-@pytest.mark.xfail(strict=True, reason=GAP_HOST_CARD)
 def test_db_host_events_have_the_card_of_their_thread(opened):
     text, db = opened["era_b"]["text"], opened["era_b"]["db"]
     assert set(_host(text)["card"]) == {"0", "1"}
@@ -599,7 +582,6 @@ def test_text_and_db_give_the_same_report(opened, name):
                  run["run"].planted)
 
 
-@pytest.mark.xfail(strict=True, reason=GAP_HOST_CARD)
 def test_text_and_db_give_the_same_report_of_two_cards(opened):
     run = opened["era_b"]
     _same_report(run["text_no_steps"], run["db"], run["run"].planted)
@@ -644,7 +626,7 @@ def _planted_found(g: gen.Generated, two_cards: bool) -> None:
 @pytest.mark.parametrize("layout, cards", [
     ("torch_npu", 2),
     ("era_b", 1),
-    pytest.param("era_b", 2, marks=pytest.mark.xfail(strict=True, reason=GAP_HOST_CARD)),
+    pytest.param("era_b", 2),
 ])
 def test_db_only_run_reports_the_planted_problems(tmp_path, layout, cards):
     g = gen.generate(tmp_path, layout=layout, db="only", **{**RUN, "cards": cards})
