@@ -17,7 +17,7 @@ from pathlib import Path
 import polars as pl
 
 from .columns import NULL_VALUES, START_UNITS, ColumnSpec
-from .errors import ProfileError
+from .errors import ProfileError, reading
 from .memory import ensure_fits
 
 _TAIL_BYTES = 1 << 16
@@ -25,15 +25,8 @@ _TAIL_BYTES = 1 << 16
 
 def read_header(path: Path) -> list[str]:
     """The header row of a CSV file, checked for the bad-input cases the user can hit."""
-    try:
-        with open(path, "rb") as fh:
-            first = fh.readline(1 << 20)
-    except PermissionError:
-        raise ProfileError(f"{path}: permission denied; make the file readable (chmod +r)") from None
-    except IsADirectoryError:
-        raise ProfileError(f"{path}: is a folder, expected a CSV file") from None
-    except OSError as exc:
-        raise ProfileError(f"{path}: cannot be read ({exc.strerror})") from None
+    with reading(path, "a CSV file"), open(path, "rb") as fh:
+        first = fh.readline(1 << 20)
     if not first.strip():
         raise ProfileError(f"{path}: the file is empty; re-export the profile with msprof")
     if first.startswith(b"\xef\xbb\xbf"):
@@ -309,13 +302,10 @@ def _read_polars(
     frames = []
     for path in paths:
         try:
-            frames.append(_read_one(path, header, schema, rows, tail))
+            with reading(path):
+                frames.append(_read_one(path, header, schema, rows, tail))
         except pl.exceptions.NoDataError:
             raise ProfileError(f"{path}: the file is empty; re-export the profile with msprof") from None
-        except PermissionError:
-            raise ProfileError(f"{path}: permission denied; make the file readable (chmod +r)") from None
-        except OSError as exc:
-            raise ProfileError(f"{path}: cannot be read ({exc})") from None
     return pl.concat(frames, how="vertical", rechunk=False) if len(frames) > 1 else frames[0]
 
 

@@ -22,7 +22,7 @@ import polars as pl
 
 from .columns import EVENT_SCHEMA
 from .csv_table import times_to_ns
-from .errors import ProfileError
+from .errors import ProfileError, reading
 from .memory import ensure_fits
 
 # `NPU 3` in Era B merged exports; torch_npu writes a bare `NPU` (one card per output).
@@ -41,12 +41,8 @@ def _gc_paused():
 
 
 def load_json(path: Path) -> object:
-    try:
+    with reading(path):
         data = path.read_bytes()
-    except PermissionError:
-        raise ProfileError(f"{path}: permission denied; make the file readable (chmod +r)") from None
-    except OSError as exc:
-        raise ProfileError(f"{path}: cannot be read ({exc.strerror})") from None
     if data.startswith(b"\xef\xbb\xbf"):  # a UTF-8 BOM, as some editors save
         data = data[3:]
     if not data.strip():
