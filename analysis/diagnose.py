@@ -16,7 +16,6 @@ from .rules import RULES, CardData
 from .thresholds import Thresholds
 from .waits import attribute_waits, compile_event_counts
 
-
 ANALYSIS_VERSION = source_digest(Path(__file__).parent)
 CAUSE_COLUMNS = ("wait_cause", "wait_confidence")
 

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
-SEVERITIES = ("critical", "warning", "info")
-CONFIDENCES = ("evidence", "suspected")
+Severity = Literal["critical", "warning", "info"]
+Confidence = Literal["evidence", "suspected"]
+SEVERITIES: tuple[Severity, ...] = get_args(Severity)
+CONFIDENCES: tuple[Confidence, ...] = get_args(Confidence)
+SEVERITY_MARK: dict[Severity, str] = {"critical": "CRIT", "warning": "WARN", "info": "INFO"}
+"""How reports, the comparison and the explorer's cards write a severity in four letters."""
 
 # The task fields a finding's evidence rows carry, so the UI can jump to them.
 EVIDENCE_FIELDS = (
@@ -18,7 +22,7 @@ EVIDENCE_FIELDS = (
 @dataclass(frozen=True)
 class Finding:
     rule: str
-    severity: str
+    severity: Severity
     title: str
     card: str
     op_types: tuple[str, ...]
@@ -27,7 +31,7 @@ class Finding:
     time_us: float
     share_pct: float
     advice: str
-    confidence: str = "evidence"
+    confidence: Confidence = "evidence"
     evidence: tuple[dict[str, Any], ...] = field(default=())
     threshold: str = ""
 
@@ -38,7 +42,7 @@ class Finding:
             raise ValueError(f"confidence {self.confidence!r}")
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Finding":
+    def from_dict(cls, data: dict[str, Any]) -> Finding:
         """The inverse of `to_dict` (cached findings are stored as JSON)."""
         return cls(
             **{

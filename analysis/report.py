@@ -11,15 +11,24 @@ from typing import Any
 import polars as pl
 
 from npuscope.parsers import Profile
-from npuscope.parsers.frames import is_communication
 from npuscope.text import printable
 
+from .card_spread import card_spread, card_spread_json, spread_lines
 from .diagnose import Diagnosis
+from .findings import SEVERITY_MARK
+from .table import table_for
+from .totals import card_summary
 
 SCHEMA = "npuscope.report/1"
 ROW_KEYS = (
-    "op_name", "op_type", "task_type", "start_us", "duration_us", "wait_us",
-    "input_shapes", "input_dtypes",
+    "op_name",
+    "op_type",
+    "task_type",
+    "start_us",
+    "duration_us",
+    "wait_us",
+    "input_shapes",
+    "input_dtypes",
 )
 
 
@@ -38,29 +47,7 @@ def _top(frame: pl.DataFrame, by: str, n: int) -> pl.DataFrame:
     return frame.top_k(n, by=by).sort([by, "row"], descending=[True, False])
 
 
-def card_summary(profile: Profile, tasks: pl.DataFrame, card: str) -> dict[str, Any]:
-    """Tasks, compute (operator tasks), communication, wait and span of one card.
-
-    Compute leaves communication out (a collective's duration includes waiting for the
-    other ranks); the span is None when the start times cannot be trusted.
-    """
-    t = tasks.select("card", "op_type", "task_type", "duration_us", "wait_us").filter(pl.col("card") == card)
-    comm = t.filter(is_communication())
-    compute = t.filter(~is_communication())
-    span = profile.span_ns(card)
-    return {
-        "tasks": t.height,
-        "compute_us": round(float(compute["duration_us"].sum() or 0.0), 3),
-        "communication_us": round(float(comm["duration_us"].sum() or 0.0), 3),
-        "wait_us": round(float(t["wait_us"].sum() or 0.0), 3),
-        "span_us": None if span is None else round(span / 1000, 3),
-        "op_types": int(compute["op_type"].n_unique()) if compute.height else 0,
-    }
-
-
 def build_report(profile: Profile, diagnosis: Diagnosis, *, top: int = 10) -> dict[str, Any]:
-    from .compare import card_spread, card_spread_json  # imported here: compare imports this module
-
     cards = []
     for card in diagnosis.cards:
         t = diagnosis.tasks.select("row", *ROW_KEYS, "wait_cause", "card").filter(pl.col("card") == card)
@@ -77,10 +64,7 @@ def build_report(profile: Profile, diagnosis: Diagnosis, *, top: int = 10) -> di
                 ),
                 "top_duration": _rows(_top(t, "duration_us", top), ROW_KEYS),
                 "top_wait": _rows(_top(t, "wait_us", top), (*ROW_KEYS, "wait_cause")),
-                "findings": [
-                    {k: _clean(v) for k, v in f.to_dict().items()}
-                    for f in diagnosis.for_card(card)
-                ],
+                "findings": [{k: _clean(v) for k, v in f.to_dict().items()} for f in diagnosis.for_card(card)],
             }
         )
     return {
@@ -103,60 +87,9 @@ def build_report(profile: Profile, diagnosis: Diagnosis, *, top: int = 10) -> di
     }
 
 
-def _fmt(v: Any) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:,.3f}"
-    if isinstance(v, int):
-        return f"{v:,}"
-    return str(v)
-
-
-def _table(headers: list[str], rows: list[list[Any]], numeric: set[int]) -> list[str]:
-    cells = [[_fmt(v) for v in r] for r in rows]
-    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
-    def line(vals: list[str]) -> str:
-        return "  ".join(v.rjust(widths[i]) if i in numeric else v.ljust(widths[i]) for i, v in enumerate(vals)).rstrip()
-    return [line(headers), line(["-" * w for w in widths])] + [line(r) for r in cells]
-
-
-def _md_table(headers: list[str], rows: list[list[Any]], numeric: set[int]) -> list[str]:
-    out = ["| " + " | ".join(headers) + " |"]
-    out.append("|" + "|".join("---:" if i in numeric else "---" for i in range(len(headers))) + "|")
-    for r in rows:
-        out.append("| " + " | ".join(_fmt(v).replace("|", "\\|") for v in r) + " |")
-    return out
-
-
-def spread_lines(spread: dict[str, Any], md: bool, top: int) -> list[str]:
-    """Card against card, from the JSON's `card_spread`: the flag, per card totals, the op
-    types that differ most between cards."""
-    table = _md_table if md else _table
-    flag = "FLAGGED" if spread["flagged"] else "ok"
-    out = [f"slowest card {spread['slowest_card']}; compute spread {spread['compute_spread_pct']:.1f}% "
-           f"({flag}: > {spread['threshold_pct']:g}% means one card holds the others back), "
-           f"wait spread {spread['wait_spread_pct']:.1f}%"]
-    out += table(
-        ["Card", "Tasks", "Compute(us)", "Wait(us)", "Communication(us)"],
-        [[c["card"], c["tasks"], c["compute_us"], c["wait_us"], c["communication_us"]] for c in spread["cards"]],
-        {1, 2, 3, 4},
-    )
-    out += [""] + table(
-        ["OP Type", "Core Type", "Slowest card", "Total(us)", "Fastest card", "Total(us)", "Spread(%)"],
-        [[o["op_type"], o["core_type"], o["slowest_card"], o["slowest_total_us"], o["fastest_card"],
-          o["fastest_total_us"], o["spread_pct"]] for o in spread["op_types"][:top]],
-        {3, 5, 6},
-    )
-    return out
-
-
-SEVERITY_MARK = {"critical": "CRIT", "warning": "WARN", "info": "INFO"}
-
-
 def render(report: dict[str, Any], fmt: str) -> str:
     md = fmt == "markdown"
-    table = _md_table if md else _table
+    table = table_for(md)
     out: list[str] = []
     src = report["source"]
     out.append(("# npuscope report: " if md else "npuscope report: ") + src["capture"])
@@ -197,20 +130,54 @@ def render(report: dict[str, Any], fmt: str) -> str:
             [r["op_type"], r["core_type"], r["count"], r["total_us"], r["avg_us"], r["max_us"], r["ratio_pct"]]
             for r in card["op_statistic"][: report["top"]]
         ]
-        out += table(["OP Type", "Core Type", "Count", "Total(us)", "Avg(us)", "Max(us)", "Ratio(%)"], rows, {2, 3, 4, 5, 6})
+        out += table(
+            ["OP Type", "Core Type", "Count", "Total(us)", "Avg(us)", "Max(us)", "Ratio(%)"], rows, {2, 3, 4, 5, 6}
+        )
         out.append("")
         out.append("### Longest tasks" if md else "Longest tasks")
         rows = [
-            [r["op_name"], r["op_type"], r["task_type"], r["start_us"], r["duration_us"], r["wait_us"], r["input_shapes"], r["input_dtypes"]]
+            [
+                r["op_name"],
+                r["op_type"],
+                r["task_type"],
+                r["start_us"],
+                r["duration_us"],
+                r["wait_us"],
+                r["input_shapes"],
+                r["input_dtypes"],
+            ]
             for r in card["top_duration"]
         ]
-        out += table(["Op Name", "OP Type", "Task Type", "Start(us)", "Duration(us)", "Wait(us)", "Input Shapes", "Input Dtypes"], rows, {3, 4, 5})
+        out += table(
+            [
+                "Op Name",
+                "OP Type",
+                "Task Type",
+                "Start(us)",
+                "Duration(us)",
+                "Wait(us)",
+                "Input Shapes",
+                "Input Dtypes",
+            ],
+            rows,
+            {3, 4, 5},
+        )
         out.append("")
         out.append("### Longest waits" if md else "Longest waits")
         rows = [
-            [r["op_name"], r["op_type"], r["start_us"], r["wait_us"], r["wait_cause"], r["duration_us"], r["input_shapes"]]
+            [
+                r["op_name"],
+                r["op_type"],
+                r["start_us"],
+                r["wait_us"],
+                r["wait_cause"],
+                r["duration_us"],
+                r["input_shapes"],
+            ]
             for r in card["top_wait"]
         ]
-        out += table(["Op Name", "OP Type", "Start(us)", "Wait(us)", "Cause", "Duration(us)", "Input Shapes"], rows, {2, 3, 5})
+        out += table(
+            ["Op Name", "OP Type", "Start(us)", "Wait(us)", "Cause", "Duration(us)", "Input Shapes"], rows, {2, 3, 5}
+        )
     # Op names, shapes, notes and paths come from the files: no escape sequence gets through.
     return printable("\n".join(out) + "\n")

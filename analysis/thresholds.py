@@ -43,7 +43,12 @@ class Thresholds:
     """Worst rows kept as evidence per finding."""
 
     @classmethod
-    def load(cls, path: str | Path) -> "Thresholds":
+    def from_file(cls, path: str | Path | None) -> Thresholds:
+        """The thresholds of a `--rules FILE` option: the defaults when it is not given."""
+        return cls.load(path) if path else cls()
+
+    @classmethod
+    def load(cls, path: str | Path) -> Thresholds:
         path = Path(path)
         try:
             data = tomllib.loads(path.read_text(encoding="utf-8"))

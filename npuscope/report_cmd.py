@@ -16,7 +16,7 @@ def run_report(args: argparse.Namespace) -> int:
     from npuscope.analysis.report import build_report, render
     from npuscope.parsers import ProfileError
 
-    thresholds = Thresholds.load(args.rules) if args.rules else Thresholds()
+    thresholds = Thresholds.from_file(args.rules)
     with profile_for_command(
         args.path, capture=args.capture, no_cache=args.no_cache, timeline=not args.no_timeline,
         strict=args.strict, source=args.source,

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import polars as pl
 
+
 def source_digest(folder: Path) -> str:
     """A digest of a package's sources: any change to how frames are built invalidates the
     cache, with no version number to forget to bump."""

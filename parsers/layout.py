@@ -11,6 +11,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Literal
 
 from .csv_table import sniff_kind
 from .errors import ProfileError
@@ -37,6 +38,8 @@ PADDLE_SUFFIX = ".paddle_trace.json"
 TORCH_DIR_RE = re.compile(r"_ascend_(pt|ms)$")
 _MAX_DEPTH = 4
 
+Layout = Literal["era_b", "era_a", "torch_npu", "mindspore", "paddle", "file"]
+
 
 @dataclass(frozen=True)
 class Source:
@@ -62,7 +65,7 @@ class Source:
 class Capture:
     name: str
     path: Path
-    layout: str  # era_b | era_a | torch_npu | mindspore | paddle | file
+    layout: Layout
     sources: tuple[Source, ...]
     stamp: str = ""  # sortable capture time, newest first
     notes: tuple[str, ...] = field(default=())

@@ -8,6 +8,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Literal, get_args
 
 import polars as pl
 
@@ -26,12 +27,18 @@ from .columns import (
 from .csv_table import RowPolicy, read_header, read_table
 from .errors import ProfileError
 from .frames import canonical_statistic, canonical_tasks, derive_statistic, empty_statistic, empty_tasks
-from .layout import Capture, Source, discover
-from .timeline import read_timeline
+from .layout import Capture, Layout, Source, discover
 from .sanity import outlying_events, statistic_problem, time_problem
+from .timeline import read_timeline
 from .timeline_tasks import device_tasks, paddle_tasks
 
 Progress = Callable[[int, int, str], None]
+TasksFrom = Literal["op_summary", "db", "timeline", "paddle", "none"]
+"""Where a profile's tasks came from."""
+SourceChoice = Literal["auto", "text", "db"]
+"""Which export of a capture to read (`--source`)."""
+SourceKind = Literal["text", "db"]
+"""Which export of a capture was read."""
 
 LAYOUT_NAMES = {
     "era_b": "Era B merged export (CANN 7.0+ mindstudio_profiler_output)",
@@ -54,19 +61,19 @@ class Profile:
     path: Path
     capture: Capture
     captures: tuple[Capture, ...]
-    layout: str
+    layout: Layout
     era: str
     cards: tuple[str, ...]
     tasks: pl.DataFrame
     op_statistic: pl.DataFrame
     statistic_derived: bool
     events: pl.DataFrame | None
-    tasks_from: str  # op_summary | db | timeline | paddle | none
+    tasks_from: TasksFrom
     files: tuple[Path, ...]
     notes: tuple[str, ...] = ()
     steps: pl.DataFrame | None = None  # step_trace: card, iteration_id, fp_start_ns, ...
     pmu_columns: tuple[str, ...] = ()  # PMU counters in the files (loaded only if asked)
-    source_kind: str = "text"  # text | db: which export of the run was read
+    source_kind: SourceKind = "text"
     # Why start times cannot give spans and wait causes (a spreadsheet re-save, a damaged
     # start), or None when they can.
     time_problem: str | None = None
@@ -142,7 +149,7 @@ def _size(paths: Sequence[Path]) -> int:
     return total
 
 
-SOURCES = ("auto", "text", "db")
+SOURCES: tuple[SourceChoice, ...] = get_args(SourceChoice)
 
 
 @dataclass(frozen=True)
@@ -150,7 +157,7 @@ class ReadOptions:
     """How the user asked for files to be read (`--strict`, `--source`, `--no-timeline`)."""
 
     strict: bool = False
-    source: str = "auto"
+    source: SourceChoice = "auto"
     timeline: bool = True
 
 
@@ -164,7 +171,7 @@ def open_profile(
     cancel: threading.Event | None = None,
     pmu: bool = True,
     strict: bool = False,
-    source: str = "auto",
+    source: SourceChoice = "auto",
 ) -> Profile:
     """Discover and parse one capture (the newest unless `capture` names one).
 
@@ -355,7 +362,7 @@ def open_profile(
     return profile
 
 
-def _plan(src: Source, source: str, timeline: bool) -> tuple[Source, tuple[Path, ...], list]:
+def _plan(src: Source, source: SourceChoice, timeline: bool) -> tuple[Source, tuple[Path, ...], list]:
     """The one export of a source to read (text or db), its files, and what is left out."""
     skipped: list[tuple[Path, str]] = []
     text = src.tasks + src.statistic + src.steps + src.timeline

@@ -4,19 +4,16 @@ from __future__ import annotations
 
 import csv
 
-import polars as pl
-import pytest
+from pilot_helpers import wait_loaded
 
 from npuscope.fixtures.demo_profile import ensure_demo
 from npuscope.tui.app import NpuscopeApp
 from npuscope.tui.screens.finding_screen import FindingScreen
-from npuscope.tui.screens.help_screen import HelpScreen
+from npuscope.tui.screens.help_screen import HelpScreen, all_keys
 from npuscope.tui.screens.main_screen import MainScreen
 from npuscope.tui.widgets.cards_pane import CardsPane, FindingCard
 from npuscope.tui.widgets.frame_table import FrameTable
 from npuscope.tui.widgets.mini_timeline import MiniTimeline
-
-from pilot_helpers import wait_loaded
 
 
 async def _loaded(pilot) -> MainScreen:
@@ -327,7 +324,7 @@ async def test_open_path_returns_to_the_explorer_and_loads_it(tmp_path, samples)
     async with app.run_test(size=(140, 44)) as pilot:
         screen = await _loaded(pilot)
         await app.push_screen(TextScreen("below", "text"))
-        await app.push_screen(HelpScreen(screen))  # a screen above another: both are left
+        await app.push_screen(HelpScreen(all_keys(app.BINDINGS, screen.BINDINGS)))  # above another: both are left
         await pilot.pause()
         app.open_path(paddle)
         screen = await _loaded(pilot)
@@ -343,12 +340,10 @@ async def test_open_path_returns_to_the_explorer_and_loads_it(tmp_path, samples)
 
 
 async def test_help_lists_the_capture_keys(tmp_path):
-    from npuscope.tui.screens.help_screen import all_keys
-
     app = _app(tmp_path)
     async with app.run_test(size=(140, 44)) as pilot:
         await _loaded(pilot)
-        rows = all_keys(app.main)
+        rows = all_keys(app.BINDINGS, app.main.BINDINGS)
         assert ("main", "c", "Capture") in rows
         assert {("capture", "ctrl+s", "Start"), ("capture", "ctrl+r", "Runs"),
                 ("capture", "ctrl+t", "Cancel run"), ("capture", "Esc q", "Close")} <= set(rows)

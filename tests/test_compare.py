@@ -15,15 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from npuscope.analysis.compare import (
-    SCHEMA,
-    STATUSES,
-    card_spread,
-    compare_runs,
-    comparison_json,
-    regression,
-    render_comparison,
-)
+from npuscope.analysis.card_spread import card_spread
+from npuscope.analysis.compare import SCHEMA, STATUSES, compare_runs, regression
+from npuscope.analysis.compare_render import comparison_json, render_comparison
 from npuscope.fixtures.generate import generate
 from npuscope.parsers import FrameCache, ProfileError, open_profile
 

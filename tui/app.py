@@ -16,11 +16,12 @@ from textual.binding import Binding
 from textual.worker import Worker, WorkerState
 
 from npuscope.analysis import Thresholds, diagnose
+from npuscope.analysis.compare import compare_runs
+from npuscope.analysis.compare_render import render_comparison
 from npuscope.parsers import Cancelled, FrameCache, ProfileError, ReadOptions, open_profile
 
-from npuscope.analysis.compare import compare_runs, render_comparison
-
 from .messages import LoadFailed, LoadProgressed, ProfileLoaded
+from .screens.help_screen import HelpScreen, all_keys
 from .screens.main_screen import MainScreen
 from .screens.text_screen import TextScreen
 
@@ -83,8 +84,15 @@ class NpuscopeApp(App):
         cache = FrameCache(enabled=self.use_cache, background=True)
         try:
             profile = open_profile(
-                self.path, capture=capture, cache=cache, progress=progress, cancel=self.cancel_load, pmu=False,
-                strict=self.read.strict, source=self.read.source, timeline=self.read.timeline,
+                self.path,
+                capture=capture,
+                cache=cache,
+                progress=progress,
+                cancel=self.cancel_load,
+                pmu=False,
+                strict=self.read.strict,
+                source=self.read.source,
+                timeline=self.read.timeline,
             )
             self.post_message(LoadProgressed(1, 1, "diagnosing"))
             diagnosis = diagnose(profile, self.thresholds, cache=cache)
@@ -92,7 +100,7 @@ class NpuscopeApp(App):
             self.post_message(LoadFailed("loading cancelled"))
             return
         except ProfileError as exc:
-            self.post_message(LoadFailed(str(exc)))
+            self.post_message(LoadFailed(str(exc), exc.title))
             return
         self.post_message(ProfileLoaded(profile, diagnosis))
 
@@ -117,7 +125,10 @@ class NpuscopeApp(App):
         cache = FrameCache(enabled=self.use_cache, background=True)
         try:
             new = open_profile(other, cache=cache, pmu=False)
-            comparison = compare_runs(self.main.profile, new, thresholds=self.thresholds)
+            # The open profile's diagnosis is reused: only NEW is diagnosed.
+            comparison = compare_runs(
+                self.main.profile, new, thresholds=self.thresholds, base_diagnosis=self.main.diagnosis
+            )
         except ProfileError as exc:
             self.call_from_thread(self.notify, str(exc), title="Cannot compare", severity="error", markup=False)
             return
@@ -126,7 +137,7 @@ class NpuscopeApp(App):
 
     @on(LoadFailed)
     def _failed(self, message: LoadFailed) -> None:
-        self.fail(message.message)
+        self.fail(message.message, message.title)
 
     @on(Worker.StateChanged)
     def _worker_changed(self, event: Worker.StateChanged) -> None:
@@ -135,7 +146,7 @@ class NpuscopeApp(App):
             error = event.worker.error
             self.fail(f"unexpected error while {event.worker.description}: {type(error).__name__}: {error}")
 
-    def fail(self, message: str) -> None:
+    def fail(self, message: str, title: str = "Cannot load") -> None:
         if self.main.profile is None:
             self.error_message = message
             self.exit(return_code=2)
@@ -143,7 +154,7 @@ class NpuscopeApp(App):
             # Keep showing the profile that is open (and say which path it came from).
             self.path = self.main.profile.path
             self.main.add_class("loaded")
-            self.notify(message, title="Cannot load", severity="error", markup=False)
+            self.notify(message, title=title, severity="error", markup=False)
 
     def get_system_commands(self, screen):
         """The palette offers every action of the main screen, named as in the footer."""
@@ -160,9 +171,7 @@ class NpuscopeApp(App):
             )
 
     def action_help(self) -> None:
-        from .screens.help_screen import HelpScreen
-
-        self.push_screen(HelpScreen(self.main))
+        self.push_screen(HelpScreen(all_keys(self.BINDINGS, MainScreen.BINDINGS)))
 
     def cancel_loading(self) -> None:
         self.cancel_load.set()

@@ -29,6 +29,7 @@ class ProfileLoaded(Message):
 
 
 class LoadFailed(Message):
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, title: str = "Cannot load") -> None:
         super().__init__()
         self.message = message
+        self.title = title

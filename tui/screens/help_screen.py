@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+
 from rich.markup import escape
 from rich.table import Table
 from textual.app import ComposeResult
@@ -18,13 +20,29 @@ from ..widgets.mini_timeline import MiniTimeline
 from .capture_screen import CaptureScreen
 
 KEY_NAMES = {
-    "left_square_bracket": "[", "right_square_bracket": "]", "slash": "/", "question_mark": "?",
-    "escape": "Esc", "enter": "Enter", "pageup": "PgUp", "pagedown": "PgDn", "plus": "+",
-    "minus": "-", "equals_sign": "=", "left": "←", "right": "→", "up": "↑", "down": "↓",
+    "left_square_bracket": "[",
+    "right_square_bracket": "]",
+    "slash": "/",
+    "question_mark": "?",
+    "escape": "Esc",
+    "enter": "Enter",
+    "pageup": "PgUp",
+    "pagedown": "PgDn",
+    "plus": "+",
+    "minus": "-",
+    "equals_sign": "=",
+    "left": "←",
+    "right": "→",
+    "up": "↑",
+    "down": "↓",
 }
 
 
-def key_rows(where: str, bindings) -> list[tuple[str, str, str]]:
+KeyRow = tuple[str, str, str]
+"""(where, keys, what they do)"""
+
+
+def key_rows(where: str, bindings: Iterable[Binding | tuple[str, ...]]) -> list[KeyRow]:
     rows = []
     for b in bindings:
         if isinstance(b, tuple):
@@ -34,12 +52,13 @@ def key_rows(where: str, bindings) -> list[tuple[str, str, str]]:
     return rows
 
 
-def all_keys(screen) -> list[tuple[str, str, str]]:
-    from ..app import NpuscopeApp
-
-    rows = key_rows("everywhere", NpuscopeApp.BINDINGS)
+def all_keys(
+    app_bindings: Iterable[Binding | tuple[str, ...]], main_bindings: Iterable[Binding | tuple[str, ...]]
+) -> list[KeyRow]:
+    """Every key: the app's and the main screen's (as given), then each pane's and screen's."""
+    rows = key_rows("everywhere", app_bindings)
     rows.append(("everywhere", "ctrl+p", "Command palette: every action"))
-    rows += key_rows("main", type(screen).BINDINGS)
+    rows += key_rows("main", main_bindings)
     rows += key_rows("cards", CardsPane.BINDINGS)
     rows.append(("cards", "Enter", "Filter the tables to the finding and jump to its worst task"))
     rows += key_rows("tables", FrameTable.BINDINGS)
@@ -53,16 +72,16 @@ def all_keys(screen) -> list[tuple[str, str, str]]:
 class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close")]
 
-    def __init__(self, main_screen) -> None:
+    def __init__(self, rows: Sequence[KeyRow]) -> None:
         super().__init__()
-        self.main_screen = main_screen
+        self.rows = rows
 
     def compose(self) -> ComposeResult:
         table = Table(box=None, header_style="bold", expand=True)
         table.add_column("where")
         table.add_column("keys")
         table.add_column("does")
-        for where, keys, does in all_keys(self.main_screen):
+        for where, keys, does in self.rows:
             table.add_row(where, escape(keys), escape(does))
         self.keys_table = table
         with VerticalScroll(id="help", classes="dialog"):

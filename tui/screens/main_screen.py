@@ -33,6 +33,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Label, ProgressBar, Static, TabbedContent, TabPane
 
 from npuscope.analysis import Diagnosis, Finding
+from npuscope.analysis.card_spread import card_spread, render_card_spread
 from npuscope.analysis.export import export_dir, export_table, write_text_atomic
 from npuscope.analysis.kpis import card_kpis
 from npuscope.analysis.op_report import op_report
@@ -44,8 +45,8 @@ from npuscope.analysis.query import (
     task_positions,
     totals_at,
 )
-from npuscope.analysis.report import card_summary
 from npuscope.analysis.timeline_view import build_model
+from npuscope.analysis.totals import card_summary
 from npuscope.parsers import Profile, ProfileError
 
 from ..widgets.cards_pane import CardsPane
@@ -53,6 +54,11 @@ from ..widgets.filter_bar import FilterBar
 from ..widgets.frame_table import Column, FrameTable
 from ..widgets.header_bar import HeaderBar
 from ..widgets.mini_timeline import MiniTimeline
+from .capture_screen import CaptureScreen
+from .finding_screen import FindingScreen
+from .path_prompt import PathPrompt
+from .pick_screen import PickScreen
+from .text_screen import TextScreen
 
 SUMMARY_COLUMNS = (
     Column("start_us", "Start(us)", 14, numeric=True),
@@ -289,8 +295,6 @@ class MainScreen(Screen):
     def action_pick_card(self) -> None:
         if not self.profile:
             return
-        from .pick_screen import PickScreen
-
         def chosen(card: str | None) -> None:
             if card is not None and card != self.card:
                 self.card = card
@@ -302,8 +306,6 @@ class MainScreen(Screen):
         if not self.profile or len(self.profile.captures) < 2:
             self.notify("This folder holds one capture.")
             return
-        from .pick_screen import PickScreen
-
         names = [c.name for c in self.profile.captures]
 
         def chosen(name: str | None) -> None:
@@ -377,7 +379,7 @@ class MainScreen(Screen):
         try:
             csv_path, md_path = export_table(table.frame, columns, self.exports_dir(), stem)
         except ProfileError as exc:
-            self.notify(str(exc), title="Export failed", severity="error", markup=False)
+            self.notify(str(exc), title=exc.title, severity="error", markup=False)
             return
         self.notify(f"{table.row_count:,} rows written to {csv_path} and {md_path.name}", title="Exported", markup=False)
 
@@ -403,18 +405,12 @@ class MainScreen(Screen):
         """Card against card: totals per card, the spread, where each op type is slowest."""
         if not self.profile:
             return
-        from npuscope.analysis.compare import card_spread, render_card_spread
-
-        from .text_screen import TextScreen
-
         lines = render_card_spread(card_spread(self.profile), "text", top=50)
         self.app.push_screen(TextScreen(f"Cards of {self.profile.capture.name}", "\n".join(lines)))
 
     def action_compare(self) -> None:
         if not self.profile:
             return
-        from .path_prompt import PathPrompt
-
         def chosen(path: str | None) -> None:
             if path:
                 self.app.compare(Path(path).expanduser())
@@ -422,8 +418,6 @@ class MainScreen(Screen):
         self.app.push_screen(PathPrompt("Compare with (NEW profile; the open one is BASE)"), chosen)
 
     def action_capture(self) -> None:
-        from .capture_screen import CaptureScreen
-
         self.app.push_screen(CaptureScreen())
 
     def exports_dir(self) -> Path:
@@ -465,6 +459,4 @@ class MainScreen(Screen):
 
     @on(CardsPane.DetailRequested)
     def _card_detail(self, message: CardsPane.DetailRequested) -> None:
-        from .finding_screen import FindingScreen
-
         self.app.push_screen(FindingScreen(message.finding))

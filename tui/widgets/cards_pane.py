@@ -9,12 +9,12 @@ from textual.message import Message
 from textual.widgets import Label, ListItem, ListView
 
 from npuscope.analysis import Finding
+from npuscope.analysis.findings import SEVERITY_MARK
 from npuscope.analysis.kpis import Kpi
 
 from ..format import human_us
 
 SEVERITY_CLASS = {"critical": "card--critical", "warning": "card--warning", "info": "card--info"}
-SEVERITY_MARK = {"critical": "CRIT", "warning": "WARN", "info": "INFO"}
 
 
 class FindingCard(ListItem):
