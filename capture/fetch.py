@@ -20,8 +20,8 @@ from __future__ import annotations
 import fcntl
 import os
 import re
-import shutil
 import secrets
+import shutil
 import tarfile
 import threading
 import time

@@ -29,8 +29,9 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from .spec import DEFAULT_MSPROF, DEVICES, CaptureSpec
 from npuscope.text import one_line
+
+from .spec import DEFAULT_MSPROF, DEVICES, CaptureSpec
 
 # Exit codes written to `exit`: 0-4 come from the bootstrap, the rest from run.sh or the shell.
 EXIT_MESSAGES = {

@@ -21,18 +21,20 @@ import secrets
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from npuscope.text import has_control
+
 from . import bootstrap_source
+from .events import PHASES, Emit, Event, LogLine, Phase, PhaseStarted, Progressed, RunStarted, printable_event
 from .fetch import claim_folder, discard, host_folder, host_folders, parse_listing, path_bytes, staging_dir, unpack
 from .runs import (
     EXIT_MESSAGES,
     FULL_DISK_KIB,
+    LOG_SNAPSHOT,
     MARK_DISK,
     MARK_EXIT,
-    LOG_SNAPSHOT,
     MARK_NO_RUN,
     RunInfo,
     bootstrap_name,
@@ -57,27 +59,12 @@ from .runs import (
     whole,
 )
 from .spec import CaptureError, CaptureSpec
-from npuscope.text import has_control, printable
 from .transport import Transport, transport_for
 from .upload import files_tar
 
-PHASES = ("connect", "upload", "launch", "warm-up", "capture", "export", "fetch", "open")
 PREFIX = "NPUSCOPE "
+"""What starts a progress line of the bootstrap (`bootstrap.PREFIX`, which cannot import this)."""
 TAIL = 12
-
-
-@dataclass(frozen=True)
-class Event:
-    kind: str  # "phase" | "progress" | "log" | "run"
-    host: str
-    phase: str = ""
-    text: str = ""
-    done: float = 0.0
-    total: float = 0.0
-
-
-Emit = Callable[[Event], None]
-
 
 @dataclass(frozen=True)
 class Outcome:
@@ -102,14 +89,14 @@ class HostRun:
         self.spec = spec
         self.host = spec.host
         self.run_id = run_id
-        self.emit = lambda event: emit(replace(event, text=printable(event.text)))  # host text
+        self.emit: Emit = lambda event: emit(printable_event(event))  # host text
         self.transport: Transport = transport_for(spec.host, spec.ssh_config, spec.accept_new_host_key)
         self.root = ""
         self.run_dir = ""
         self.start = spec.start_step
 
-    def phase(self, name: str, text: str = "") -> None:
-        self.emit(Event("phase", self.host, phase=name, text=text))
+    def phase(self, name: Phase, text: str = "") -> None:
+        self.emit(PhaseStarted(self.host, name, text))
 
     def reattach_hint(self) -> str:
         return f"the job goes on: reattach with `npuscope capture --host {self.host} --attach {self.run_id}`"
@@ -169,7 +156,7 @@ class HostRun:
             why = (f"the host's disk is full ({free} KiB free in {self.root})"
                    if free is not None and free < FULL_DISK_KIB else f"no pid file in {self.run_dir}")
             raise CaptureError(f"{self.host}: the job did not start ({why})")
-        self.emit(Event("run", self.host, text=self.run_id, done=float(pid)))
+        self.emit(RunStarted(self.host, self.run_id, pid))
 
     # --- follow --------------------------------------------------------------------------------
     async def follow(self) -> None:
@@ -201,7 +188,7 @@ class HostRun:
                 if line.startswith("npuscope: "):
                     says.append(line[len("npuscope: "):])
                 tail.append(line)
-                self.emit(Event("log", self.host, text=line))
+                self.emit(LogLine(self.host, line))
         except CaptureError as exc:
             raise CaptureError(f"{exc}; {self.reattach_hint()}", exc.log_tail) from None
         if code == "no run":
@@ -229,11 +216,9 @@ class HostRun:
             if step is None:
                 return
             if step < self.start or self.start == 0:
-                self.emit(Event("progress", self.host, phase="warm-up", done=min(step, self.start),
-                                total=max(self.start, 1)))
+                self.emit(Progressed(self.host, "warm-up", done=min(step, self.start), total=max(self.start, 1)))
             else:
-                self.emit(Event("progress", self.host, phase="capture", done=step - self.start,
-                                total=self.spec.steps))
+                self.emit(Progressed(self.host, "capture", done=step - self.start, total=self.spec.steps))
         elif kind == "window_moved":
             start = whole(event.get("start"))
             if start is not None:
@@ -278,7 +263,7 @@ class HostRun:
         names = b"".join(path_bytes(p) + b"\0" for p, _ in files)
 
         def progress(n: int) -> None:
-            self.emit(Event("progress", self.host, phase="fetch", done=min(n, total), total=max(total, 1)))
+            self.emit(Progressed(self.host, "fetch", done=min(n, total), total=max(total, 1)))
 
         self.phase("fetch", f"fetching {len(files)} files ({total / 1e6:.1f} MB)")
         try:
@@ -340,7 +325,7 @@ async def _collect(runs: list[HostRun], out: Path, name: str, emit: Emit) -> Out
         raise
     for run in runs:
         await run.mark_fetched(folder)
-    emit(Event("phase", runs[0].host, phase="open", text=str(folder)))
+    emit(PhaseStarted(runs[0].host, "open", str(folder)))
     return Outcome(folder, tuple((r.host, r.run_id) for r in runs))
 
 
@@ -445,4 +430,7 @@ async def cancel(spec: CaptureSpec, run_id: str) -> str:
     return f"{spec.host}: run {run_id} is not running (nothing was signalled)"
 
 
-__all__ = ["Event", "Outcome", "PHASES", "attach", "cancel", "capture", "clean", "list_runs"]
+__all__ = [
+    "PHASES", "Event", "LogLine", "Outcome", "PhaseStarted", "Progressed", "RunStarted",
+    "attach", "cancel", "capture", "clean", "list_runs",
+]

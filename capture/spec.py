@@ -7,15 +7,19 @@ the capture layer can then trust the spec.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Any, Literal, get_args
 
-from npuscope.text import has_control, printable
+from npuscope.text import has_control, printable, whole_number
 
 DEFAULT_MSPROF = "/usr/local/Ascend/ascend-toolkit/latest/tools/profiler/bin/msprof"
 DEFAULT_REMOTE_ROOT = "~/.cache/npuscope/capture"  # a subfolder of its own, apart from the frame cache files
 DEFAULT_OUT = "captures"
-DEVICES = ("npu", "cpu", "gpu")
+Device = Literal["npu", "cpu", "gpu"]
+DEVICES: tuple[Device, ...] = get_args(Device)
+JitCompile = Literal["on", "off"]
 LOCAL_HOST = "local"
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _HOST = re.compile(r"^[A-Za-z0-9_.@:%\[\]-]+$")
@@ -43,10 +47,10 @@ class CaptureSpec:
     host: str
     command: tuple[str, ...]  # PYTHON SCRIPT [ARGS...]: PYTHON runs the bootstrap
     workdir: str = ""  # remote working directory; "" = the login directory
-    device: str = "npu"
+    device: Device = "npu"
     start_step: int = 100
     steps: int = 1
-    jit_compile: str | None = None  # "on" | "off" | None (leave the job's setting)
+    jit_compile: JitCompile | None = None  # None: leave the job's setting
     env: tuple[tuple[str, str], ...] = ()
     msprof: str = ""  # "" = DEFAULT_MSPROF if present, else `msprof` on PATH
     keep_running: bool = False
@@ -63,10 +67,10 @@ class CaptureSpec:
     def all_hosts(self) -> tuple[str, ...]:
         return self.hosts or (self.host,)
 
-    def for_host(self, host: str) -> "CaptureSpec":
+    def for_host(self, host: str) -> CaptureSpec:
         return replace(self, host=host, hosts=())
 
-    def check(self, command: bool = True) -> "CaptureSpec":
+    def check(self, command: bool = True) -> CaptureSpec:
         """Raise a usage error for the first mistake; `command=False` for listing, following or
         cancelling runs, which need no training command."""
         for host in self.all_hosts():
@@ -106,6 +110,30 @@ class CaptureSpec:
         data["env"] = [list(kv) for kv in self.env]
         data["hosts"] = list(self.hosts)
         return data
+
+
+def requested(
+    hosts: Sequence[str], command: Sequence[str], *, needs_command: bool = True, **fields: Any
+) -> CaptureSpec:
+    """The capture a user asked for (`npuscope capture` or the capture screen), checked.
+
+    One run on each host of `hosts` (the first is `host`); `fields` are the other fields of
+    `CaptureSpec`. `needs_command=False` for listing, following or cancelling runs."""
+    spec = CaptureSpec(
+        host=hosts[0] if hosts else "",
+        hosts=tuple(hosts) if len(hosts) > 1 else (),
+        command=tuple(command),
+        **fields,
+    )
+    return spec.check(command=needs_command)
+
+
+def whole(what: str, text: object) -> int:
+    """A whole number typed into the capture screen; a usage error naming `what` otherwise."""
+    try:
+        return whole_number(str(text))
+    except ValueError as exc:
+        raise usage_error(f"{what}: {exc}") from None
 
 
 def parse_env(items: list[str] | tuple[str, ...]) -> tuple[tuple[str, str], ...]:

@@ -1,7 +1,8 @@
 """The `npuscope` command: parse arguments, run one subcommand, map errors to exit codes.
 
 Exit codes: 0 ok, 2 bad input (one line on stderr, never a traceback), 130 interrupted.
-Heavy imports (polars, the parsers) are deferred into the subcommands so `--help` is instant.
+Heavy imports (polars, the parsers, Textual, asyncio) are deferred into the subcommands so
+`--help` is instant: every function-level import below is one of those.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import sys
 from pathlib import Path
 
 from . import __version__
+from .arguments import count, percent
+from .capture_cmd import add_capture_parser, run_capture, split_command
 
 DESCRIPTION = "Terminal explorer for Huawei Ascend NPU profiles (msprof, torch_npu, Paddle)."
 
@@ -22,16 +25,17 @@ def _add_source_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--capture", help="which capture to open when PATH holds several (name or index)")
     parser.add_argument("--no-cache", action="store_true", help="parse from scratch and write no cache entry")
     parser.add_argument(
-        "--strict", action="store_true",
+        "--strict",
+        action="store_true",
         help="refuse a file with damaged rows (fewer fields than its header) instead of skipping them",
     )
     parser.add_argument(
-        "--source", choices=("auto", "text", "db"), default="auto",
+        "--source",
+        choices=("auto", "text", "db"),
+        default="auto",
         help="when a capture has both, read its text export or its db export (default auto: the db)",
     )
-    parser.add_argument(
-        "--no-timeline", action="store_true", help="skip the timeline (faster on GB timelines)"
-    )
+    parser.add_argument("--no-timeline", action="store_true", help="skip the timeline (faster on GB timelines)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -63,11 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument(
         "--format", choices=("text", "markdown", "json"), default="text", help="output format (default text)"
     )
-    report.add_argument("--top", type=_positive, default=10, help="rows per table (default 10)")
+    report.add_argument("--top", type=count(1), default=10, help="rows per table (default 10)")
     report.add_argument("--rules", metavar="FILE", help="TOML file overriding rule thresholds")
-    report.add_argument(
-        "--op", metavar="NAME", help="print the op report of this Op Name, OP Type or #ROW instead"
-    )
+    report.add_argument("--op", metavar="NAME", help="print the op report of this Op Name, OP Type or #ROW instead")
     compare = sub.add_parser(
         "compare",
         help="compare two profiles: op types, totals, waits by cause, findings, a verdict",
@@ -88,19 +90,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--format", choices=("text", "markdown", "json"), default="text", help="output format (default text)"
     )
     compare.add_argument(
-        "--by", choices=("type", "shape"), default="type",
+        "--by",
+        choices=("type", "shape"),
+        default="type",
         help="match by op type and core type (default), or by op name + input shapes (needs tasks)",
     )
     compare.add_argument(
-        "--top", type=_positive, default=20, help="op rows in text and markdown (default 20; JSON has all)"
+        "--top", type=count(1), default=20, help="op rows in text and markdown (default 20; JSON has all)"
     )
     compare.add_argument(
-        "--fail-on-regression", type=_percent, metavar="PCT",
+        "--fail-on-regression",
+        type=percent,
+        metavar="PCT",
         help="exit 1 when total device time or total wait grew by more than PCT percent (a CI gate)",
     )
     compare.add_argument("--rules", metavar="FILE", help="TOML file overriding rule thresholds (both runs)")
-    from .capture_cmd import add_capture_parser
-
     add_capture_parser(sub)
     return parser
 
@@ -114,26 +118,6 @@ def _add_pair_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-cache", action="store_true", help="parse from scratch and write no cache entry")
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
-
-
-def _percent(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError("must be a percentage >= 0")
-    return value
-
-
 SUBCOMMANDS = ("inspect", "report", "compare", "capture")
 
 
@@ -145,9 +129,7 @@ def build_explorer_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"npuscope {__version__}")
     _add_source_args(parser)
-    parser.add_argument(
-        "--compare", metavar="NEW", help="open the comparison of NEW against PATH once PATH is loaded"
-    )
+    parser.add_argument("--compare", metavar="NEW", help="open the comparison of NEW against PATH once PATH is loaded")
     parser.add_argument("--rules", metavar="FILE", help="TOML file overriding rule thresholds")
     return parser
 
@@ -156,11 +138,14 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] not in SUBCOMMANDS:
         return run_explorer(build_explorer_parser().parse_args(argv))
-    if argv[0] == "capture":  # its training command follows `--`: split before argparse sees it
-        from .capture_cmd import run_capture
-
-        return run_capture(argv[1:])
     parser = build_parser()
+    if argv[0] == "capture":  # its training command follows `--`: split before argparse sees it
+        opts, command = split_command(argv[1:])
+        capture = parser.parse_args(["capture", *opts])
+        code, folder = run_capture(capture, command)
+        if folder is not None and capture.open:
+            return main([str(folder)])
+        return code
     args = parser.parse_args(argv)
     from npuscope.parsers import ProfileError
     from npuscope.text import one_line
@@ -199,15 +184,16 @@ def run_explorer(args: argparse.Namespace) -> int:
 
     try:
         from npuscope.analysis import Thresholds
+        from npuscope.fixtures.demo_profile import ensure_demo
         from npuscope.parsers import discover
         from npuscope.parsers.profile import select_capture
 
-        path = Path(args.path) if args.path else demo_path()
+        path = Path(args.path) if args.path else ensure_demo()
         select_capture(discover(path), args.capture)
         compare_with = Path(args.compare) if args.compare else None
         if compare_with is not None:
             discover(compare_with)
-        thresholds = Thresholds.load(args.rules) if args.rules else Thresholds()
+        thresholds = Thresholds.from_file(args.rules)
     except ProfileError as exc:
         print(f"npuscope: {one_line(str(exc))}", file=sys.stderr)
         return 2
@@ -215,19 +201,17 @@ def run_explorer(args: argparse.Namespace) -> int:
     from npuscope.tui.app import NpuscopeApp
 
     app = NpuscopeApp(
-        path, capture=args.capture, cache=not args.no_cache, thresholds=thresholds, compare_with=compare_with,
+        path,
+        capture=args.capture,
+        cache=not args.no_cache,
+        thresholds=thresholds,
+        compare_with=compare_with,
         read=ReadOptions(strict=args.strict, source=args.source, timeline=not args.no_timeline),
     )
     app.run()
     if app.error_message:
         print(f"npuscope: {one_line(app.error_message)}", file=sys.stderr)
     return app.return_code or 0
-
-
-def demo_path() -> Path:
-    from npuscope.fixtures.demo_profile import ensure_demo
-
-    return ensure_demo()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -7,7 +7,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from npuscope.fixtures.demo_profile import ensure_demo
 from npuscope.parsers import FrameCache, Profile, open_profile
+from npuscope.parsers.profile import SourceChoice
 
 from .progress import StderrProgress
 
@@ -20,15 +22,13 @@ def profile_for_command(
     no_cache: bool,
     timeline: bool = True,
     strict: bool = False,
-    source: str = "auto",
+    source: SourceChoice = "auto",
 ) -> Iterator[Profile]:
     """The profile at `path` (default: the bundled demo); late cache problems go to stderr."""
-    from .cli import demo_path
-
     cache = FrameCache(enabled=not no_cache, background=True)
     with StderrProgress("loading") as progress:
         profile = open_profile(
-            Path(path) if path else demo_path(),
+            Path(path) if path else ensure_demo(),
             capture=capture,
             cache=cache,
             timeline=timeline,

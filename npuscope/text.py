@@ -6,7 +6,8 @@ escape sequences in them (to move the cursor, rewrite the screen, set the window
 write to the clipboard with OSC 52), or a formula that a spreadsheet would run.
 `printable()` removes whole escape sequences (CSI, OSC, DCS, ...) and shows every other C0/C1
 control character, and DEL, as a visible ``\\xNN`` escape; newlines and tabs are kept.
-`one_line()` also escapes newlines, for listings.
+`one_line()` also escapes newlines, for listings. `whole_number()` reads a number a user
+typed, with the same one-line reason wherever it is refused.
 """
 
 from __future__ import annotations
@@ -53,4 +54,21 @@ def spreadsheet_cell(text: str) -> str:
     return "'" + text if text[:1] in ("=", "+", "-", "@") else text
 
 
-__all__ = ["has_control", "one_line", "printable", "spreadsheet_cell"]
+
+
+def whole_number(text: str, low: int | None = None) -> int:
+    """A whole number a user typed (an option, a form field), at least `low` when given.
+
+    Raises ValueError with the one-line reason (`not a whole number: 'x'`, `must be at least 1`)
+    that the command line and the capture screen both show."""
+    text = str(text).strip()
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"not a whole number: {text!r}") from None
+    if low is not None and value < low:
+        raise ValueError(f"must be at least {low}")
+    return value
+
+
+__all__ = ["has_control", "one_line", "printable", "spreadsheet_cell", "whole_number"]

@@ -22,7 +22,7 @@ from npuscope.parsers import open_profile  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "fixtures" / "paddle_train_tiny.py"
-PREFIX = "NPUSCOPE "
+from npuscope.capture.session import PREFIX  # noqa: E402  (the prefix the session reads)
 
 FAILING = """
 import paddle

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from pilot_helpers import wait_loaded
 
 from npuscope.capture import session
 from npuscope.capture.hosts import load_remembered, remember
@@ -21,8 +22,6 @@ from npuscope.fixtures.demo_profile import ensure_demo
 from npuscope.tui.app import NpuscopeApp
 from npuscope.tui.screens.capture_screen import CaptureScreen, build_spec
 from npuscope.tui.screens.main_screen import MainScreen
-
-from pilot_helpers import wait_loaded
 
 pytest.importorskip("paddle")
 

@@ -22,8 +22,9 @@ import pytest
 
 pytest.importorskip("paddle")
 
-from npuscope.parsers import open_profile  # noqa: E402
 from sshd_server import HOST, NOKEY, UNKNOWN  # noqa: E402
+
+from npuscope.parsers import open_profile  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "fixtures" / "paddle_train_tiny.py"

@@ -10,6 +10,8 @@ import tarfile
 
 import pytest
 
+from npuscope.capture import bootstrap, session
+from npuscope.capture.events import LogLine
 from npuscope.capture.fetch import claim_folder, is_exported, local_name, parse_listing, staging_dir, unpack
 from npuscope.capture.runs import parse_probe, parse_runs, root_expr, run_script
 from npuscope.capture.session import folder_name
@@ -275,4 +277,9 @@ def test_follow_reads_the_exit_code_after_a_log_without_final_newline(tmp_path):
     run = HostRun(CaptureSpec(host="local", command=()), run_dir.name, events.append)
     run.root, run.run_dir = str(tmp_path), str(run_dir)
     asyncio.run(run.follow())  # raises when the exit code is lost
-    assert [e.text for e in events if e.kind == "log"] == ["step 1", "epoch 5/10"]
+    assert [e.text for e in events if isinstance(e, LogLine)] == ["step 1", "epoch 5/10"]
+
+
+def test_the_bootstrap_and_the_session_agree_on_the_progress_prefix():
+    """The bootstrap is uploaded alone and cannot import the session: its copy must match."""
+    assert bootstrap.PREFIX == session.PREFIX

@@ -33,8 +33,8 @@ from textual.widgets.option_list import Option
 
 from npuscope.capture import hosts as remembered
 from npuscope.capture import session
+from npuscope.capture.events import PHASES, Event, LogLine, PhaseStarted, Progressed, RunStarted
 from npuscope.capture.runs import RunInfo
-from npuscope.capture.session import PHASES, Event
 from npuscope.capture.spec import (
     DEFAULT_MSPROF,
     DEFAULT_OUT,
@@ -44,7 +44,9 @@ from npuscope.capture.spec import (
     CaptureSpec,
     parse_env,
     parse_hosts,
+    requested,
     usage_error,
+    whole,
 )
 
 JIT_CHOICES = (("leave as is", "leave"), ("on", "on"), ("off", "off"))
@@ -70,15 +72,13 @@ def build_spec(host: str, values: dict, *, ssh_config: str | None = None,
     except CaptureError as exc:
         raise usage_error(f"extra environment: {exc}") from None
     jit = values.get("jit_compile", "leave")
-    hosts = parse_hosts(host)  # `h1,h2`: one run on each host, fetched into one capture
-    spec = CaptureSpec(
-        host=hosts[0] if hosts else host.strip(),
-        hosts=hosts if len(hosts) > 1 else (),
-        command=tuple(command),
+    return requested(
+        parse_hosts(host) or (host.strip(),),  # `h1,h2`: one run on each host, fetched into one capture
+        command,
         workdir=str(values.get("workdir", "")).strip(),
         device=values.get("device", "npu"),
-        start_step=_whole("start step", values.get("start_step", "")),
-        steps=_whole("steps", values.get("steps", "")),
+        start_step=whole("start step", values.get("start_step", "")),
+        steps=whole("steps", values.get("steps", "")),
         jit_compile=None if jit in ("leave", None) else jit,
         env=env,
         msprof=str(values.get("msprof", "")).strip(),
@@ -87,7 +87,6 @@ def build_spec(host: str, values: dict, *, ssh_config: str | None = None,
         ssh_config=ssh_config,
         remote_root=remote_root,
     )
-    return spec.check()
 
 
 def _split(what: str, text: str) -> list[str]:
@@ -95,13 +94,6 @@ def _split(what: str, text: str) -> list[str]:
         return shlex.split(str(text))
     except ValueError as exc:
         raise usage_error(f"{what}: {exc}") from None
-
-
-def _whole(what: str, text) -> int:
-    try:
-        return int(str(text).strip())
-    except ValueError:
-        raise usage_error(f"{what}: not a whole number: {str(text).strip()!r}") from None
 
 
 class CaptureScreen(Screen):
@@ -300,21 +292,22 @@ class CaptureScreen(Screen):
 
     def show_event(self, event: Event) -> None:
         bar = self.query_one("#capture-bar", ProgressBar)
-        if event.kind == "phase":
-            if event.phase != self.phase:
-                bar.update(total=None, progress=0)
-            self.show_phase(event.phase)
-            self.set_status(f"opening {event.text}" if event.phase == "open" else f"{event.phase}: {event.text}")
-        elif event.kind == "progress":
-            if event.phase != self.phase:
-                self.show_phase(event.phase)
-            bar.update(total=max(event.total, 1), progress=event.done)
-        elif event.kind == "log":
-            self.log_widget.write_line(event.text)
-        elif event.kind == "run":
-            self.following = (event.host, event.text)
-            self.started.append(self.following)
-            self._tick()
+        match event:
+            case PhaseStarted(_, phase, text):
+                if phase != self.phase:
+                    bar.update(total=None, progress=0)
+                self.show_phase(phase)
+                self.set_status(f"opening {text}" if phase == "open" else f"{phase}: {text}")
+            case Progressed(_, phase, done, total):
+                if phase != self.phase:
+                    self.show_phase(phase)
+                bar.update(total=max(total, 1), progress=done)
+            case LogLine(_, text):
+                self.log_widget.write_line(text)
+            case RunStarted(host, run_id, _):
+                self.following = (host, run_id)
+                self.started.append(self.following)
+                self._tick()
 
     # ---------------------------------------------------------------- start / follow
     def action_start(self) -> None:
