@@ -128,7 +128,7 @@ def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path):
     kw = dict(layout="era_b", cards=2, steps=2, ops_per_step=80, problems=ALL)
     a = gen.generate(tmp_path / "a", seed=7, **kw)
     b = gen.generate(tmp_path / "b", seed=7, **kw)
-    c = gen.generate(tmp_path / "c", seed=8, **kw)
+    gen.generate(tmp_path / "c", seed=8, **kw)
     da, db, dc = (_tree_digest(tmp_path / x) for x in "abc")
     assert da == db
     assert da.keys() == dc.keys() and da != dc
@@ -241,7 +241,7 @@ def test_manifest_matches_rows_read_with_csv(era_b):
         _check_waits(rs, "Task Start Time(us)", "Task Duration(us)", "Task Wait Time(us)")
         f = _independent_findings(rs, "OP Type", "Task Type", "Task Duration(us)",
                                   "Task Wait Time(us)")
-        rule = lambda name: planted.get((name, card))  # noqa: E731
+        rule = lambda name, card=card: planted.get((name, card))  # noqa: E731
 
         p = rule("ai_cpu")
         assert f["ai_cpu"] == ({p.op_type: p.count} if p else {})
