@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rich.cells import cell_len
+from rich.errors import StyleSyntaxError
 from textual.app import App, ComposeResult
 from textual.widgets import Input
 
+from npuscope.analysis.table import cell, num, signed
 from npuscope.tui.widgets.frame_table import Column, FrameTable, fit, format_value
 
 N_SMALL = 100
@@ -124,7 +129,7 @@ def test_cell_styles_pick_style_from_style_key() -> None:
     assert name_segment.style.color.name == "red" and name_segment.style.bold
     plain_segment = list(table.render_line(2))[1]  # row 1, no cause
     assert plain_segment.style.color is None
-    with pytest.raises(Exception):
+    with pytest.raises(StyleSyntaxError):
         table.cell_styles = {"x": "not a colour at all"}
 
 
@@ -425,3 +430,43 @@ async def test_two_million_rows() -> None:
         await pilot.pause()
         assert table.current_row["row"] == n - 1
         assert "Dur(us) ▼" in screen(table)[0]
+
+
+# --- properties of cell formatting -----------------------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(), width=st.integers(min_value=0, max_value=60), right=st.booleans())
+def test_fit_always_fills_exactly_its_cells_with_printable_text(text, width, right):
+    out = fit(text, width, right)
+    assert cell_len(out) == width
+    assert not any(ord(ch) < 32 or ord(ch) == 127 for ch in out)
+    if cell_len(text) <= width and text.isprintable():
+        assert out.strip(" ") == text.strip(" ")  # fits: shown whole, only padded
+
+
+NUMBERS = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True, allow_infinity=True))
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=NUMBERS, decimals=st.integers(min_value=0, max_value=6))
+def test_format_value_of_a_number_reads_back(value, decimals):
+    text = format_value(value, Column("x", "X", 10, numeric=True, decimals=decimals))
+    if value is None:
+        assert text == "-"
+    elif isinstance(value, bool):
+        assert text == str(value)
+    elif isinstance(value, int):
+        assert int(text.replace(",", "")) == value
+    elif value == value and abs(value) != float("inf"):
+        assert float(text.replace(",", "")) == pytest.approx(value, abs=10.0**-decimals)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=st.floats(allow_nan=False, allow_infinity=False, min_value=-1e12, max_value=1e12))
+def test_report_cells_round_to_what_they_print(value):
+    assert float(cell(value).replace(",", "")) == pytest.approx(value, abs=5e-4)
+    assert float(num(value, 1).replace(",", "")) == pytest.approx(value, abs=0.05)
+    s = signed(value, 1)
+    assert s[0] in "+-" or round(value, 1) == 0  # a sign, except on what rounds to zero
+    assert float(s.replace(",", "")) == pytest.approx(value, abs=0.05)

@@ -8,6 +8,9 @@ import sys
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tiny import profile, task
 
 from npuscope.analysis import diagnose
 from npuscope.analysis.query import (
@@ -22,8 +25,6 @@ from npuscope.analysis.query import (
 )
 from npuscope.fixtures.demo_profile import ensure_demo
 from npuscope.parsers import FrameCache, open_profile
-
-from tiny import profile, task
 
 TASK_SCHEMA = {
     "row": pl.UInt32, "card": pl.String, "op_name": pl.String, "op_type": pl.String,
@@ -408,3 +409,45 @@ def test_query_and_export_import_no_ui_library():
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
+
+
+# --- properties of the filter language -------------------------------------------------------------
+
+
+TERMS = st.sampled_from([
+    "matmul", "cast", '"Cast_1"', "name:gather", "type:Cast", "type:MatMul*", "core:AI_CPU", "core:mix",
+    "task:AI_CORE", "dur>100", "dur>=500", "dur<1ms", "wait>1000", "wait=10", "cause:recompilation",
+    "cause:host", "cause:any", "cause:none", "aclnn", "aclop", "shape:8,4096", "dtype:bf16", "card:0",
+    "state:dynamic", "aten::mm",
+])
+QUERIES = st.lists(st.tuples(st.booleans(), TERMS), max_size=4).map(
+    lambda ts: " ".join(("-" if neg else "") + t for neg, t in ts)
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text())
+def test_any_text_parses_or_is_one_query_error(text):
+    try:
+        q = parse_query(text)
+    except QueryError as exc:
+        assert "\n" not in str(exc) and str(exc).startswith("bad filter term")
+    else:
+        assert parse_query(q.text).terms == q.terms
+
+
+@settings(max_examples=200, deadline=None)
+@given(a=QUERIES, b=QUERIES)
+def test_terms_are_anded(a, b):
+    both = filter_tasks(TASKS, parse_query(f"{a} {b}"))["row"].to_list()
+    one_then_other = filter_tasks(filter_tasks(TASKS, parse_query(a)), parse_query(b))["row"].to_list()
+    assert sorted(both) == sorted(one_then_other)
+    assert set(both) <= set(TASKS["row"].to_list())
+
+
+@settings(max_examples=100, deadline=None)
+@given(term=TERMS)
+def test_a_term_and_its_negation_split_the_tasks(term):
+    kept = set(filter_tasks(TASKS, parse_query(term))["row"].to_list())
+    dropped = set(filter_tasks(TASKS, parse_query("-" + term))["row"].to_list())
+    assert kept | dropped == set(TASKS["row"].to_list()) and not kept & dropped
