@@ -138,11 +138,11 @@ class OpChange:
 
     @property
     def base_avg_us(self) -> float | None:
-        return self.base_total_us / self.base_count if self.base_count else None
+        return self.base_total_us / self.base_count if self.base_count and self.base_total_us is not None else None
 
     @property
     def new_avg_us(self) -> float | None:
-        return self.new_total_us / self.new_count if self.new_count else None
+        return self.new_total_us / self.new_count if self.new_count and self.new_total_us is not None else None
 
     @property
     def status(self) -> Status:
@@ -264,7 +264,11 @@ def _op_changes(base: pl.DataFrame, new: pl.DataFrame, by: By) -> tuple[OpChange
 # --------------------------------------------------------------------------- findings
 
 
-def _finding_key(f: Finding, card: str) -> tuple:
+FindingKey = tuple[str, tuple[str, ...], str]
+"""(rule, op types, card): how a finding of BASE is matched with one of NEW."""
+
+
+def _finding_key(f: Finding, card: str) -> FindingKey:
     return (f.rule, () if f.rule in _RANKING_RULES else f.op_types, card)
 
 
@@ -273,15 +277,17 @@ def _finding_changes(
 ) -> FindingChanges:
     """Matched by (rule, op types, card); a pair of different card ids counts as one card."""
 
-    def keyed(diag: Diagnosis, side: int) -> dict[tuple, list[Finding]]:
-        out: dict[tuple, list[Finding]] = {}
+    def keyed(diag: Diagnosis, side: int) -> dict[FindingKey, list[Finding]]:
+        out: dict[FindingKey, list[Finding]] = {}
         for pair in pairs:
             for f in diag.for_card(pair[side]):
                 out.setdefault(_finding_key(f, labels[pair]), []).append(f)
         return out
 
     b, n = keyed(base, 0), keyed(new, 1)
-    resolved, added, same = [], [], []
+    resolved: list[Finding] = []
+    added: list[Finding] = []
+    same: list[tuple[Finding, Finding]] = []
     for key, fs in b.items():
         others = n.get(key, [])
         same += list(zip(fs, others))
@@ -289,7 +295,10 @@ def _finding_changes(
     for key, fs in n.items():
         added += fs[len(b.get(key, [])) :]
     rank = {s: i for i, s in enumerate(SEVERITIES)}
-    by_stake = lambda f: (rank[f.severity], -f.time_us, f.rule, f.card, f.op_types)  # noqa: E731
+
+    def by_stake(f: Finding) -> tuple[int, float, str, str, tuple[str, ...]]:
+        return (rank[f.severity], -f.time_us, f.rule, f.card, f.op_types)
+
     return FindingChanges(
         resolved=tuple(sorted(resolved, key=by_stake)),
         new=tuple(sorted(added, key=by_stake)),
@@ -439,7 +448,7 @@ def _with_causes(tasks: pl.DataFrame, diagnosis: Diagnosis) -> pl.DataFrame:
     )
 
 
-def _card_order(card: str) -> tuple:
+def _card_order(card: str) -> tuple[int, int, str]:
     return (0, int(card), "") if card.isdigit() else (1, 0, card)
 
 

@@ -56,12 +56,13 @@ def diagnose(
     tasks = profile.tasks
     if cards is not None:
         tasks = tasks.filter(pl.col("card").is_in(list(cards)))
-    use_cache = cache is not None and cache.enabled and bool(profile.files)
+    if cache is not None and not (cache.enabled and profile.files):
+        cache = None
     extra = [ANALYSIS_VERSION, asdict(th), list(wanted), profile.capture.name]
     if profile.time_problem is not None:
         # Waits from damaged start times would be attributed to whatever lies in a fake gap.
         tasks = tasks.with_columns(pl.lit(None, dtype=pl.String).alias(c) for c in CAUSE_COLUMNS)
-    elif use_cache:
+    elif cache is not None:
         causes = cache.load_or_build(
             "wait_causes", profile.files,
             lambda: attribute_waits(tasks, profile.events, th, profile.steps).select(CAUSE_COLUMNS),
@@ -79,7 +80,7 @@ def diagnose(
     )
 
     compile_events = compile_event_counts(profile.events)
-    if use_cache:
+    if cache is not None:
         def run_rules() -> pl.DataFrame:
             found = _findings(profile, tasks, wanted, th, compile_events)
             return pl.DataFrame({"findings": [orjson.dumps([f.to_dict() for f in found]).decode()]})
@@ -107,7 +108,7 @@ def _stored(frame: pl.DataFrame) -> list[Finding]:
 
 
 def _findings(
-    profile: Profile, tasks: pl.DataFrame, wanted: tuple[str, ...], th: Thresholds, compile_events: dict
+    profile: Profile, tasks: pl.DataFrame, wanted: tuple[str, ...], th: Thresholds, compile_events: dict[str, int]
 ) -> list[Finding]:
     # The rules read these columns only; filtering fewer columns per card copies less.
     slim = tasks.select(RULE_COLUMNS)

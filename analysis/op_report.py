@@ -7,6 +7,8 @@ shape behaved. This is what the user pastes into an issue for the operator team.
 
 from __future__ import annotations
 
+from typing import Any
+
 import polars as pl
 
 from npuscope.parsers import Profile, ProfileError
@@ -15,7 +17,7 @@ from npuscope.text import printable
 from .diagnose import Diagnosis
 
 
-def find_task(diagnosis: Diagnosis, selector: str, card: str | None = None) -> dict:
+def find_task(diagnosis: Diagnosis, selector: str, card: str | None = None) -> dict[str, Any]:
     """A task by `#ROW` (row index) or by op name / op type (its longest task)."""
     tasks = diagnosis.tasks if card is None else diagnosis.tasks.filter(pl.col("card") == card)
     if selector.startswith("#") and selector[1:].isdigit():
@@ -37,7 +39,7 @@ def _v(value: object) -> str:
     return str(value)
 
 
-def op_report(profile: Profile, diagnosis: Diagnosis, task: dict) -> str:
+def op_report(profile: Profile, diagnosis: Diagnosis, task: dict[str, Any]) -> str:
     same = diagnosis.tasks.filter(
         (pl.col("card") == task["card"])
         & (pl.col("op_type") == task["op_type"])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -59,7 +60,6 @@ _TASK_COLUMNS = {
     "shape": ("input_shapes",), "dtype": ("input_dtypes",), "card": ("card",),
     "state": ("op_state",),
 }
-_STRING_KINDS = frozenset({"text", "name", "type", "core", "state", "shape", "dtype"})
 _STATS_COLUMNS = {"text": ("op_type",), "type": ("op_type",), "core": ("core_type",), "card": ("card",)}
 
 
@@ -76,7 +76,11 @@ class _Term:
     raw: str
     negate: bool
     kind: str  # text name type core cmp cause flag shape dtype card state
-    value: object  # str, or (column, operator, number) for cmp, or bool for flag
+    value: str | bool | tuple[str, str, float]  # str; bool for flag; (column, operator, number) for cmp
+
+    def task_columns(self) -> tuple[str, ...]:
+        """The columns of the task table the term reads."""
+        return (self.value[0],) if isinstance(self.value, tuple) else _TASK_COLUMNS[self.kind]
 
 
 @dataclass(frozen=True)
@@ -250,26 +254,26 @@ def _repetitive(values: pl.Series) -> bool:
 
 def _expr(term: _Term, columns: tuple[str, ...], distinct: _Distinct) -> pl.Expr:
     kind, v = term.kind, term.value
-    if kind in _STRING_KINDS:
-        e = distinct.match(kind, v, columns[0])
-        for c in columns[1:]:
-            e = e | distinct.match(kind, v, c)
-    elif kind in ("card", "flag"):
+    if isinstance(v, tuple):
+        column, op, number = v
+        col = pl.col(column)
+        e = {">": col > number, ">=": col >= number, "<": col < number,
+             "<=": col <= number, "=": col == number}[op]
+    elif isinstance(v, bool) or kind == "card":
         e = pl.col(columns[0]) == v
     elif kind == "cause":
         col = pl.col(columns[0])
         e = col.is_not_null() if v == "any" else col.is_null() if v == "none" else col == v
     else:
-        column, op, number = v
-        col = pl.col(column)
-        e = {">": col > number, ">=": col >= number, "<": col < number,
-             "<=": col <= number, "=": col == number}[op]
+        e = distinct.match(kind, v, columns[0])
+        for c in columns[1:]:
+            e = e | distinct.match(kind, v, c)
     # A null value never matches a term, so a negated term keeps it.
     e = e.fill_null(False)
     return ~e if term.negate else e
 
 
-def _apply(frame: pl.DataFrame, terms: list[tuple[_Term, tuple[str, ...]]]) -> pl.DataFrame:
+def _apply(frame: pl.DataFrame, terms: Sequence[tuple[_Term, tuple[str, ...]]]) -> pl.DataFrame:
     if not terms:
         return frame
     have = set(frame.columns)
@@ -281,7 +285,7 @@ def _apply(frame: pl.DataFrame, terms: list[tuple[_Term, tuple[str, ...]]]) -> p
     return frame.filter(pl.all_horizontal([_expr(t, c, distinct) for t, c in terms]))
 
 
-def _matching(frame: pl.DataFrame, terms: list[tuple[_Term, tuple[str, ...]]]) -> pl.Series:
+def _matching(frame: pl.DataFrame, terms: Sequence[tuple[_Term, tuple[str, ...]]]) -> pl.Series:
     """Positions of the rows matching `terms`, filtering only the columns the terms read."""
     if not terms:
         return pl.int_range(frame.height, dtype=pl.UInt32, eager=True)
@@ -303,8 +307,7 @@ def task_positions(tasks: pl.DataFrame, query: Query, key: str, descending: bool
     """The filtered, sorted view of `tasks` as positions into it (see `filter_tasks`,
     `sort_frame`): one integer column instead of a copy of every column, which is what
     keeps a re-sort of 2M rows interactive. `tasks` must be in row order."""
-    terms = [(t, (t.value[0],) if t.kind == "cmp" else _TASK_COLUMNS[t.kind]) for t in query._compiled]
-    positions = _matching(tasks, terms)
+    positions = _matching(tasks, [(t, t.task_columns()) for t in query._compiled])
     return positions if key == "row" else _ordered(tasks, positions, key, descending)
 
 
@@ -327,9 +330,7 @@ def totals_at(frame: pl.DataFrame, positions: pl.Series) -> tuple[int, float, fl
 
 def filter_tasks(tasks: pl.DataFrame, query: Query) -> pl.DataFrame:
     """The tasks matching every term of `query`, in their original order."""
-    return _apply(tasks, [
-        (t, (t.value[0],) if t.kind == "cmp" else _TASK_COLUMNS[t.kind]) for t in query._compiled
-    ])
+    return _apply(tasks, [(t, t.task_columns()) for t in query._compiled])
 
 
 def filter_stats(stats: pl.DataFrame, query: Query) -> pl.DataFrame:

@@ -5,8 +5,10 @@ time it takes to load."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 import polars as pl
 
@@ -89,7 +91,7 @@ class CardData:
         return float(self.tasks["wait_us"].sum() or 0.0)
 
 
-def evidence(rows: pl.DataFrame, by: str, n: int) -> tuple[dict, ...]:
+def evidence(rows: pl.DataFrame, by: str, n: int) -> tuple[dict[str, Any], ...]:
     cols = [c for c in (*EVIDENCE_FIELDS, "wait_cause", "row") if c in rows.columns]
     top = rows.select(cols).top_k(n, by=by).sort([by, "row"], descending=[True, False])
     return tuple(top.iter_rows(named=True))
@@ -140,7 +142,12 @@ def dominant_op_type(d: CardData, th: Thresholds) -> list[Finding]:
 
 
 def _duration_findings(
-    d: CardData, th: Thresholds, rows_all: pl.DataFrame, rule: str, title, threshold: str
+    d: CardData,
+    th: Thresholds,
+    rows_all: pl.DataFrame,
+    rule: str,
+    title: Callable[[str, int, pl.DataFrame], str],
+    threshold: str,
 ) -> list[Finding]:
     """One finding per op type of `rows_all`, with the time at stake in task durations."""
     out = []

@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
+from typing import Any
 
 from npuscope.parsers import ProfileError
 
@@ -65,7 +66,7 @@ class Thresholds:
             raise ProfileError(
                 f"{path}: unknown threshold(s) {', '.join(unknown)}; known: {', '.join(known)}"
             )
-        values = {}
+        values: dict[str, Any] = {}
         for name, value in table.items():
             want = int if known[name].type in (int, "int") else float
             if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -82,10 +83,12 @@ def documented_defaults() -> list[tuple[str, object, str]]:
     src = inspect.getsource(Thresholds)
     tree = ast.parse(src)
     docs: dict[str, str] = {}
-    body = tree.body[0].body
+    cls = tree.body[0]
+    assert isinstance(cls, ast.ClassDef)
+    body = cls.body
     for i, node in enumerate(body):
-        if isinstance(node, ast.AnnAssign) and i + 1 < len(body):
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and i + 1 < len(body):
             nxt = body[i + 1]
-            if isinstance(nxt, ast.Expr) and isinstance(getattr(nxt, "value", None), ast.Constant):
+            if isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant):
                 docs[node.target.id] = str(nxt.value.value)
     return [(f.name, f.default, docs.get(f.name, "")) for f in fields(Thresholds)]

@@ -70,12 +70,13 @@ class Intervals:
         starts = starts.cast(pl.Int64).sort()
         ends = ends.cast(pl.Int64).sort()
         n = starts.len()
-        extreme = max(abs(starts.min() - base), abs(ends.max() - base)) if n else 0
+        extreme = max(abs(_int(starts.min()) - base), abs(_int(ends.max()) - base)) if n else 0
         dtype = pl.Int64 if n * (extreme + 1) < 2**62 else pl.Int128
 
         def sums(s: pl.Series) -> pl.Series:
             rel = (s - base).cast(dtype)
-            return pl.concat([pl.Series([0], dtype=dtype), rel.cum_sum()])
+            out: pl.Series = pl.concat([pl.Series([0], dtype=dtype), rel.cum_sum()])
+            return out
 
         return cls(starts, ends, sums(starts), sums(ends), base)
 
@@ -140,7 +141,13 @@ class LaneView:
     causes: tuple[str | None, ...]  # idle lane: dominant wait cause per column; else all None
 
 
-class Window(tuple):
+def _int(value: object) -> int:
+    """The min or max of a non-empty Int64 column, as the int it is."""
+    assert isinstance(value, int), value
+    return value
+
+
+class Window(tuple[int, int]):
     """A `(start_ns, end_ns)` pair that remembers the span it is clamped to (`bounds`).
 
     Compares, hashes and unpacks like the plain tuple; `fit` makes one, and `zoom`, `pan`
@@ -154,7 +161,7 @@ class Window(tuple):
         self.bounds = bounds
         return self
 
-    def __getnewargs__(self):
+    def __getnewargs__(self) -> tuple[int, int, tuple[int, int] | None]:
         return (self[0], self[1], self.bounds)
 
     def __repr__(self) -> str:
@@ -198,12 +205,12 @@ def build_model(tasks: pl.DataFrame, events: pl.DataFrame | None, card: str) -> 
 
     # (name, starts, ends) raw, before the base is known.
     raw: list[tuple[str, pl.Series, pl.Series, pl.DataFrame | None]] = []
-    for name, part in sorted(
+    for key, part in sorted(
         t.partition_by("lane", as_dict=True, include_key=False).items(),
-        key=lambda kv: DEVICE_LANES.index(kv[0][0]),
+        key=lambda kv: DEVICE_LANES.index(str(kv[0][0])),
     ):
         if part.height:
-            raw.append((name[0], part["s"], part["e"], None))
+            raw.append((str(key[0]), part["s"], part["e"], None))
     raw.append((IDLE_LANE, idle["s"], idle["e"], idle))
 
     if events is not None and events.height:
@@ -222,9 +229,9 @@ def build_model(tasks: pl.DataFrame, events: pl.DataFrame | None, card: str) -> 
                 part = host.filter(pl.col("name").str.contains(pattern))
                 raw.append((name, part["s"], part["e"], None))
 
-    los = [s.min() for _, s, _, _ in raw if s.len()]
-    his = [e.max() for _, _, e, _ in raw if e.len()]
-    origin = t["s"].min() if t.height else (min(los) if los else 0)
+    los = [_int(s.min()) for _, s, _, _ in raw if s.len()]
+    his = [_int(e.max()) for _, _, e, _ in raw if e.len()]
+    origin = _int(t["s"].min()) if t.height else (min(los) if los else 0)
     start = min(los) if los else origin
     end = max(his) if his else start + MIN_WINDOW_NS
     end = max(end, start + MIN_WINDOW_NS)
@@ -300,7 +307,7 @@ def fit(model: TimelineModel) -> Window:
     return Window(model.start_ns, model.end_ns, bounds=(model.start_ns, model.end_ns))
 
 
-def _bounds_of(window, bounds) -> tuple[int, int] | None:
+def _bounds_of(window: tuple[int, int], bounds: tuple[int, int] | None) -> tuple[int, int] | None:
     if bounds is not None:
         return (int(bounds[0]), int(bounds[1]))
     return getattr(window, "bounds", None)
@@ -321,7 +328,7 @@ def _clamp(start: int, width: int, bounds: tuple[int, int] | None) -> Window:
     return Window(s, s + w, bounds)
 
 
-def zoom(window, factor: float, center_ns: int, *, bounds: tuple[int, int] | None = None) -> Window:
+def zoom(window: tuple[int, int], factor: float, center_ns: int, *, bounds: tuple[int, int] | None = None) -> Window:
     """Zoom by `factor` (> 1 in, < 1 out) around `center_ns`.
 
     A center inside the window keeps its place on screen; one outside becomes the middle.
@@ -339,14 +346,14 @@ def zoom(window, factor: float, center_ns: int, *, bounds: tuple[int, int] | Non
     return _clamp(center_ns - round(rel * new), new, b)
 
 
-def pan(window, fraction: float, *, bounds: tuple[int, int] | None = None) -> Window:
+def pan(window: tuple[int, int], fraction: float, *, bounds: tuple[int, int] | None = None) -> Window:
     """Shift by `fraction` of the window width (negative: left), clamped to the span."""
     start, end = int(window[0]), int(window[1])
     width = end - start
     return _clamp(start + round(fraction * width), width, _bounds_of(window, bounds))
 
 
-def ensure_visible(window, start_ns: int, end_ns: int, *, bounds: tuple[int, int] | None = None) -> Window:
+def ensure_visible(window: tuple[int, int], start_ns: int, end_ns: int, *, bounds: tuple[int, int] | None = None) -> Window:
     """The window, panned (same zoom) so the task [start_ns, end_ns) is inside it.
 
     Unchanged when the task is already fully inside. A task partly inside or within one

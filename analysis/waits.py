@@ -138,10 +138,7 @@ def attribute_waits(
     """`tasks` plus `wait_cause` and `wait_confidence` (null below the long-wait threshold)."""
     gaps = _gaps(tasks, th)
     expected = _expected(gaps, step_boundaries(tasks, events, steps))
-    has_timeline = events is not None and events.filter(
-        pl.col("name").str.contains("@", literal=True)
-    ).height > 0
-    if has_timeline:
+    if events is not None and events.filter(pl.col("name").str.contains("@", literal=True)).height > 0:
         compile_cov = _overlap(gaps, _host_spans(events, COMPILE_PATTERN), "compile")["compile"]
         sync_cov = _overlap(gaps, _host_spans(events, SYNC_PATTERN), "sync")["sync"]
         host_cov = _overlap(gaps, _host_spans(events, None), "host")["host"]
