@@ -33,6 +33,8 @@ Progress: one JSON object per stdout line, prefixed ``NPUSCOPE ``. Manifest:
 the window started.
 """
 
+from __future__ import annotations  # annotations stay text: the host's Python may be older
+
 import argparse
 import datetime
 import functools
@@ -45,6 +47,8 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
+from typing import Any
 
 MANIFEST = "npuscope_capture.json"
 FORMAT = "npuscope-capture/1"
@@ -53,21 +57,21 @@ STEP_EVENT_INTERVAL_S = 0.1  # at most ~10 step events per second
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_DEVICE, EXIT_NO_WINDOW = 0, 1, 2, 3, 4
 
 
-def emit(event, **fields):
+def emit(event: str, **fields: Any) -> None:
     sys.stdout.write(PREFIX + json.dumps({"event": event, **fields}) + "\n")
     sys.stdout.flush()
 
 
-def now_iso():
+def now_iso() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
 
 
-def one_line(text):
+def one_line(text: object) -> str:
     lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
     return lines[0] if lines else ""
 
 
-def parse_args(argv):
+def parse_args(argv: list[str]) -> argparse.Namespace:
     if "--" in argv:
         cut = argv.index("--")
         opts, rest = argv[:cut], argv[cut + 1 :]
@@ -101,21 +105,21 @@ def parse_args(argv):
 
 
 class Capture:
-    def __init__(self, args, paddle):
+    def __init__(self, args: argparse.Namespace, paddle: Any) -> None:
         self.args = args
         self.paddle = paddle
         self.out = os.path.abspath(args.out)
         self.start = args.start_step
         self.stop_at = args.start_step + args.steps
         self.moved = False
-        self.epoch_length = None
+        self.epoch_length: int | None = None
         self.count = 0
         self.depth = threading.local()
-        self.loader = None
-        self.prof = None
+        self.loader: Any = None  # the paddle.io.DataLoader being iterated
+        self.prof: Any = None  # the paddle.profiler.Profiler while recording
         self.state = "waiting"  # waiting | recording | done
         self.finished = False
-        self.files = []
+        self.files: list[str] = []
         self.last_step_event = 0.0
         self.manifest = {
             "format": FORMAT,
@@ -145,13 +149,13 @@ class Capture:
         }
 
     # --- hooks -------------------------------------------------------------------------------
-    def counted(self, fn):
+    def counted(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         if getattr(fn, "_npuscope_counted", False):
             return fn
         cap = self
 
         @functools.wraps(fn)
-        def wrapper(*a, **kw):
+        def wrapper(*a: Any, **kw: Any) -> Any:
             depth = getattr(cap.depth, "n", 0)
             cap.depth.n = depth + 1
             try:
@@ -162,17 +166,18 @@ class Capture:
                 cap.on_step()
             return result
 
-        wrapper._npuscope_counted = True
+        wrapper._npuscope_counted = True  # type: ignore[attr-defined]
         return wrapper
 
-    def patch_class(self, cls, names):
+    def patch_class(self, cls: type, names: tuple[str, ...]) -> None:
         for name in names:
             fn = cls.__dict__.get(name)
             if callable(fn):
                 setattr(cls, name, self.counted(fn))
 
-    def patch_tree(self, base, names):
-        seen, todo = set(), [base]
+    def patch_tree(self, base: type, names: tuple[str, ...]) -> None:
+        seen: set[type] = set()
+        todo = [base]
         while todo:
             cls = todo.pop()
             if cls in seen:
@@ -181,7 +186,7 @@ class Capture:
             self.patch_class(cls, names)
             todo.extend(cls.__subclasses__())
 
-    def install(self):
+    def install(self) -> None:
         paddle = self.paddle
         # Paddle's Profiler wraps every optimizer's `step` in an "Optimization Step" RecordEvent
         # the first time a Profiler is built. If that happened after our patch, its wrapper would
@@ -191,7 +196,7 @@ class Capture:
         try:
             from paddle.profiler import utils as pp_utils
 
-            pp_utils.wrap_optimizers()
+            pp_utils.wrap_optimizers()  # type: ignore[no-untyped-call]  # Paddle leaves it unannotated
         except Exception:  # noqa: BLE001 - private helper; older/newer Paddle may lack it
             pass
         names = ("step", "minimize")
@@ -200,7 +205,7 @@ class Capture:
         cap = self
         previous = opt.__dict__.get("__init_subclass__")
 
-        def __init_subclass__(cls, **kw):  # optimizers defined by the user script
+        def __init_subclass__(cls: Any, /, **kw: Any) -> None:  # optimizers defined by the user script
             if previous is not None:
                 previous.__func__(cls, **kw)
             else:
@@ -219,14 +224,14 @@ class Capture:
         original_iter = loader_cls.__iter__
 
         @functools.wraps(original_iter)
-        def __iter__(loader):
+        def __iter__(loader: Any) -> Any:
             cap.loader = loader
             return original_iter(loader)
 
         loader_cls.__iter__ = __iter__
 
     # --- window ------------------------------------------------------------------------------
-    def move_window_for_short_epoch(self):
+    def move_window_for_short_epoch(self) -> None:
         if self.loader is None:
             return
         try:
@@ -249,7 +254,7 @@ class Capture:
             f"capturing its final steps instead",
         )
 
-    def on_step(self):
+    def on_step(self) -> None:
         self.count += 1
         n = self.count
         if n == 1:
@@ -268,7 +273,7 @@ class Capture:
             else:
                 self.prof.step()
 
-    def begin(self):
+    def begin(self) -> None:
         import paddle.profiler as pp_profiler
 
         target = {
@@ -276,7 +281,7 @@ class Capture:
             "gpu": pp_profiler.ProfilerTarget.GPU,
             "npu": pp_profiler.ProfilerTarget.CUSTOM_DEVICE,
         }[self.args.device]
-        kwargs = {"custom_device_types": ["npu"]} if self.args.device == "npu" else {}
+        kwargs: dict[str, Any] = {"custom_device_types": ["npu"]} if self.args.device == "npu" else {}
         self.before = set(self.list_files())
         self.prof = pp_profiler.Profiler(
             targets=[target],
@@ -289,7 +294,7 @@ class Capture:
         self.manifest["capture_started_at"] = now_iso()
         emit("capture_start", step=self.count)
 
-    def end(self):
+    def end(self) -> None:
         self.state = "done"
         self.manifest["capture_stopped_at"] = now_iso()
         emit("capture_stop", step=self.count)
@@ -306,7 +311,7 @@ class Capture:
             self.manifest.update(status="captured", files=list(self.files), steps_seen=self.count)
             self.write_manifest()
 
-    def list_files(self):
+    def list_files(self) -> list[str]:
         found = []
         for root, _dirs, names in os.walk(self.out):
             for name in names:
@@ -316,7 +321,7 @@ class Capture:
         return found
 
     # --- end of run --------------------------------------------------------------------------
-    def write_manifest(self):
+    def write_manifest(self) -> None:
         os.makedirs(self.out, exist_ok=True)
         path = os.path.join(self.out, MANIFEST)
         tmp = path + ".tmp"
@@ -325,7 +330,7 @@ class Capture:
             fh.write("\n")
         os.replace(tmp, path)
 
-    def finish(self, status, code, message=None, hard=False):
+    def finish(self, status: str, code: int, message: str | None = None, hard: bool = False) -> int:
         self.finished = True
         m = self.manifest
         m.update(status=status, exit=code, message=message, steps_seen=self.count)
@@ -345,7 +350,7 @@ class Capture:
         return code
 
 
-def device_problem(device, paddle):
+def device_problem(device: str, paddle: Any) -> str | None:
     if device == "npu":
         types = paddle.device.get_all_custom_device_type() or []
         if "npu" not in types:
@@ -367,7 +372,7 @@ if os.environ.get("NPUSCOPE_WORKER") and os.environ.get("PADDLE_TRAINER_ID") is 
 """
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
@@ -406,7 +411,7 @@ def main(argv=None):
     return conclude(cap, run_main(lambda: runpy.run_path(script, run_name="__main__")))
 
 
-def run_main(run):
+def run_main(run: Callable[[], object]) -> str | None:
     """Run the user's entry point; None, or one line saying how it failed."""
     try:
         run()
@@ -419,7 +424,7 @@ def run_main(run):
     return None
 
 
-def conclude(cap, failure, hard=False):
+def conclude(cap: Capture, failure: str | None, hard: bool = False) -> int:
     if cap.state == "recording":  # training ended inside the window, or failed there
         try:
             cap.end()
@@ -441,7 +446,7 @@ def conclude(cap, failure, hard=False):
 
 
 # --- distributed launch: every worker profiles itself into OUT/rank_N ---------------------------
-def launch_workers(args, cap):
+def launch_workers(args: argparse.Namespace, cap: Capture) -> int:
     """Run the launcher with a sitecustomize hook that starts a Capture in each worker."""
     import shutil
 
@@ -486,7 +491,7 @@ def launch_workers(args, cap):
     return cap.finish("ok", EXIT_OK, f"{len(captured)} of {len(ranks)} ranks captured")
 
 
-def start_worker():
+def start_worker() -> None:
     """Called from the sitecustomize hook at a worker's start: profile this rank."""
     import atexit
 

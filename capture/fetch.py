@@ -25,6 +25,7 @@ import shutil
 import tarfile
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 from .runs import LOG_SNAPSHOT
@@ -93,7 +94,7 @@ def host_folder(host: str) -> str:
     return name or "%"
 
 
-def host_folders(hosts) -> dict[str, str]:
+def host_folders(hosts: Iterable[str]) -> dict[str, str]:
     """A distinct `host_folder` for each host, also where case does not count (`-2`, `-3`...)."""
     names: dict[str, str] = {}
     used: set[str] = set()
@@ -162,7 +163,7 @@ def _release(path: Path) -> None:
 def sweep_partials(out: Path, older_than: float = STALE_PARTIAL_S) -> list[Path]:
     """Delete the temporary folders in `out` that no fetch holds any more (older than
     `older_than` seconds, so one just made and not yet locked is left alone)."""
-    swept = []
+    swept: list[Path] = []
     try:
         entries = list(os.scandir(out))
     except OSError:

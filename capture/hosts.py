@@ -20,6 +20,7 @@ import re
 import shlex
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from .spec import LOCAL_HOST
 
@@ -31,7 +32,7 @@ _PATTERN_CHARS = ("*", "?", "!")
 
 
 # --- ssh config ---------------------------------------------------------------------------------
-def ssh_config_hosts(path: str | os.PathLike | None = None) -> list[str]:
+def ssh_config_hosts(path: str | os.PathLike[str] | None = None) -> list[str]:
     """Host aliases from ~/.ssh/config (or `path`), "local" first; patterns are left out.
 
     `Include` lines are followed (globs allowed; relative paths are taken from ~/.ssh, as OpenSSH
@@ -96,7 +97,7 @@ def config_file() -> Path:
     return Path("~/.config/npuscope").expanduser() / CONFIG_NAME
 
 
-def _load() -> dict:
+def _load() -> dict[str, Any]:
     try:
         data = json.loads(config_file().read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -104,12 +105,12 @@ def _load() -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def _hosts(data: dict) -> dict:
+def _hosts(data: dict[str, Any]) -> dict[str, Any]:
     hosts = data.get("hosts")
     return hosts if isinstance(hosts, dict) else {}
 
 
-def load_remembered(host: str) -> dict:
+def load_remembered(host: str) -> dict[str, Any]:
     """The values last used for `host` ({} when none, or when the file is unreadable)."""
     values = _hosts(_load()).get(host)
     return dict(values) if isinstance(values, dict) else {}
@@ -121,7 +122,7 @@ def last_host() -> str:
     return host if isinstance(host, str) else ""
 
 
-def remember(host: str, values: dict) -> Path:
+def remember(host: str, values: dict[str, Any]) -> Path:
     """Keep `values` (JSON-serialisable) for `host` and make it the last host; raises OSError."""
     data = _load()
     hosts = _hosts(data)

@@ -28,6 +28,7 @@ import json
 import re
 import shlex
 from dataclasses import dataclass, field
+from typing import Any
 
 from npuscope.text import one_line
 
@@ -324,7 +325,7 @@ def parse_exit(text: str) -> int | None:
     return int(text) if _EXIT.match(text) else None
 
 
-def parse_json_object(text: str) -> dict | None:
+def parse_json_object(text: str) -> dict[str, Any] | None:
     """`text` as a JSON object, or None: never raises (deep nesting, huge numbers, bad UTF-8)."""
     try:
         data = json.loads(text)
@@ -333,7 +334,7 @@ def parse_json_object(text: str) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def whole(value, low: int = 0, high: int = MAX_STEP) -> int | None:
+def whole(value: object, low: int = 0, high: int = MAX_STEP) -> int | None:
     """`value` when it is a JSON whole number in [low, high] (not a bool, a float or a string)."""
     if isinstance(value, int) and not isinstance(value, bool) and low <= value <= high:
         return value
@@ -345,7 +346,7 @@ class RunRecord:
     """What a client needs from a run's run.json, checked; `problem` says why it is not usable."""
 
     command: tuple[str, ...] = ()
-    fields: dict = field(default_factory=dict)  # device, start_step, steps, keep_running
+    fields: dict[str, Any] = field(default_factory=dict)  # device, start_step, steps, keep_running
     created: float | None = None
     problem: str = ""
 
@@ -363,7 +364,7 @@ def parse_record(text: str) -> RunRecord:
     command = spec.get("command", [])
     if not isinstance(command, list) or not all(isinstance(w, str) for w in command):
         return RunRecord(problem="command is not a list of words")
-    fields: dict = {}
+    fields: dict[str, Any] = {}
     for key, low in (("start_step", 0), ("steps", 1)):
         if key in spec:
             value = whole(spec[key], low)
@@ -393,7 +394,7 @@ class RunInfo:
     alive: bool
     phase: str
     fetched: bool
-    record: dict  # run.json's checked fields: {"created": float} when known, else {}
+    record: dict[str, Any]  # run.json's checked fields: {"created": float} when known, else {}
     problem: str = ""  # why run.json is bad ("" when it is fine)
     words: tuple[str, ...] = ()  # the training command
 

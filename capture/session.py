@@ -21,8 +21,10 @@ import secrets
 import threading
 import time
 from collections import deque
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TypeVar
 
 from npuscope.text import has_control
 
@@ -36,6 +38,7 @@ from .runs import (
     MARK_DISK,
     MARK_EXIT,
     MARK_NO_RUN,
+    Probe,
     RunInfo,
     bootstrap_name,
     cancel_script,
@@ -65,6 +68,7 @@ from .upload import files_tar
 PREFIX = "NPUSCOPE "
 """What starts a progress line of the bootstrap (`bootstrap.PREFIX`, which cannot import this)."""
 TAIL = 12
+T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Outcome:
@@ -102,7 +106,7 @@ class HostRun:
         return f"the job goes on: reattach with `npuscope capture --host {self.host} --attach {self.run_id}`"
 
     # --- start ---------------------------------------------------------------------------------
-    async def resolve(self):
+    async def resolve(self) -> Probe:
         self.phase("connect", f"connecting to {self.host}")
         probe = parse_probe((await self.transport.run(probe_script(self.spec))).text)
         if "root-name" in probe.problems or has_control(probe.root):
@@ -201,6 +205,7 @@ class HostRun:
                                f"(`npuscope capture --host {self.host} --clean` deletes fetched and failed runs)",
                                tuple(tail))
         if code != 0:
+            assert not isinstance(code, str)  # "no run" and "missing" were raised above
             raise CaptureError(self.failure(code, errors, says, list(tail)), tuple(tail))
 
     def on_progress(self, payload: str, errors: list[str]) -> None:
@@ -276,7 +281,7 @@ class HostRun:
         await self.transport.run(mark_fetched_script(self.run_dir, str(folder)), check=False)
 
 
-async def _in_thread(fn, *args):
+async def _in_thread(fn: Callable[..., T], *args: object) -> T:
     """Run `fn(*args, stop=event)` in a thread; when cancelled, stop it and wait for it, so that
     nothing is written after the caller has cleaned up."""
     stop = threading.Event()
@@ -297,7 +302,7 @@ _PID = re.compile(r"^[1-9][0-9]{0,9}$")
 MAX_MESSAGE = 2000  # characters kept of a message from the job's log
 
 
-def _message(value) -> str:
+def _message(value: object) -> str:
     return value[:MAX_MESSAGE] if isinstance(value, str) else ""
 
 
@@ -359,7 +364,7 @@ def _writable(out: Path) -> None:
         raise CaptureError(f"{out}: cannot write captures there: {exc.strerror or exc}", code=2) from None
 
 
-async def _all(coros) -> list:
+async def _all(coros: Iterable[Awaitable[T]]) -> list[T]:
     """Await every coroutine; on the first failure stop following the others and raise it."""
     tasks = [asyncio.ensure_future(c) for c in coros]
     try:

@@ -104,7 +104,7 @@ class CaptureSpec:
             raise usage_error(f"{self.out}: not a folder")
         return self
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["command"] = list(self.command)
         data["env"] = [list(kv) for kv in self.env]

@@ -19,6 +19,7 @@ import shlex
 import signal
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from .spec import LOCAL_HOST, CaptureError
 
@@ -107,24 +108,29 @@ class Transport:
         except asyncio.CancelledError:
             await _stop(proc, self.own_group)
             raise
+        assert proc.returncode is not None  # communicate() waited for it
         result = Result(proc.returncode, out, err)
         if check:
             self._check(result.code, result.stderr_lines())
         return result
 
     @contextlib.asynccontextmanager
-    async def _streaming(self, script: str, stdin: bytes | None = None):
+    async def _streaming(
+        self, script: str, stdin: bytes | None = None
+    ) -> AsyncIterator[tuple[asyncio.StreamReader, dict[str, Result]]]:
         """A running script whose stdout the caller reads; stderr is collected; always reaped.
 
         After the block, ``done["result"]`` holds the exit code and stderr."""
         proc = await self._spawn(script, stdin is not None)
+        assert proc.stdout is not None and proc.stderr is not None  # _spawn pipes every stream
         err_task = asyncio.ensure_future(proc.stderr.read())
         if stdin is not None:
+            assert proc.stdin is not None
             proc.stdin.write(stdin)
             proc.stdin.close()
         done: dict[str, Result] = {}
         try:
-            yield proc, done
+            yield proc.stdout, done
             code = await proc.wait()
             done["result"] = Result(code, b"", await err_task)
         finally:
@@ -135,10 +141,10 @@ class Transport:
 
     async def lines(self, script: str) -> AsyncIterator[str]:
         """Yield the script's stdout lines as they come; the transport is checked at the end."""
-        async with self._streaming(script) as (proc, done):
+        async with self._streaming(script) as (stdout, done):
             while True:
                 try:
-                    raw = await proc.stdout.readline()
+                    raw = await stdout.readline()
                 except ValueError:  # a line over LINE_LIMIT: the reader dropped what it held
                     raw = b"[npuscope: a log line over 1 MiB was cut here]\n"
                 if not raw:
@@ -147,12 +153,12 @@ class Transport:
         result = done["result"]
         self._check(result.code, result.stderr_lines())
 
-    async def download(self, script: str, stdin: bytes, dest, on_bytes: Callable[[int], None]) -> None:
+    async def download(self, script: str, stdin: bytes, dest: Path, on_bytes: Callable[[int], None]) -> None:
         """Run `script` with `stdin`, writing its stdout to the file `dest` as it comes."""
         total = 0
-        async with self._streaming(script, stdin) as (proc, done):
+        async with self._streaming(script, stdin) as (stdout, done):
             with open(dest, "wb") as fh:
-                while chunk := await proc.stdout.read(1 << 20):
+                while chunk := await stdout.read(1 << 20):
                     fh.write(chunk)
                     total += len(chunk)
                     on_bytes(total)
@@ -208,7 +214,7 @@ class LocalTransport(Transport):
     host = LOCAL_HOST
     own_group = True
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.cwd = os.path.expanduser("~")  # like an ssh login
 
     def argv(self, script: str) -> list[str]:
