@@ -7,12 +7,15 @@ every pane is its own widget, the main screen wires them.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from textual import on, work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
+from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from npuscope.analysis import Thresholds, diagnose
@@ -126,9 +129,8 @@ class NpuscopeApp(App):
         try:
             new = open_profile(other, cache=cache, pmu=False)
             # The open profile's diagnosis is reused: only NEW is diagnosed.
-            comparison = compare_runs(
-                self.main.profile, new, thresholds=self.thresholds, base_diagnosis=self.main.diagnosis
-            )
+            base, base_diagnosis = self.main.loaded
+            comparison = compare_runs(base, new, thresholds=self.thresholds, base_diagnosis=base_diagnosis)
         except ProfileError as exc:
             self.call_from_thread(self.notify, str(exc), title="Cannot compare", severity="error", markup=False)
             return
@@ -156,13 +158,13 @@ class NpuscopeApp(App):
             self.main.add_class("loaded")
             self.notify(message, title=title, severity="error", markup=False)
 
-    def get_system_commands(self, screen):
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         """The palette offers every action of the main screen, named as in the footer."""
         yield from super().get_system_commands(screen)
         if self.main.profile is None:
             return
         for binding in MainScreen.BINDINGS:
-            if binding.action.startswith("escape"):
+            if not isinstance(binding, Binding) or binding.action.startswith("escape"):
                 continue
             yield SystemCommand(
                 binding.description,

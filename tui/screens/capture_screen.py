@@ -28,6 +28,7 @@ from textual.containers import Grid, Horizontal
 from textual.content import Content
 from textual.screen import Screen
 from textual.suggester import SuggestFromList
+from textual.timer import Timer
 from textual.widgets import Button, Checkbox, Footer, Input, Label, Log, OptionList, ProgressBar, Select, Static
 from textual.widgets.option_list import Option
 
@@ -48,6 +49,8 @@ from npuscope.capture.spec import (
     usage_error,
     whole,
 )
+
+from ..explorer import explorer
 
 JIT_CHOICES = (("leave as is", "leave"), ("on", "on"), ("off", "off"))
 LOG_LINES = 5000
@@ -119,7 +122,7 @@ class CaptureScreen(Screen):
         self._generation = 0  # events of a follow that was replaced are dropped
         self._filled_for: str | None = None
         self._started_at = 0.0
-        self._ticker = None
+        self._ticker: Timer | None = None
         self._runs: list[RunInfo] = []
         self._runs_host = ""
 
@@ -141,9 +144,9 @@ class CaptureScreen(Screen):
             yield Label("JIT compile")
             yield Select(JIT_CHOICES, value="leave", allow_blank=False, id="jit-compile", compact=True)
             yield Label("Start step")
-            yield Input(DEFAULTS["start_step"], type="integer", id="start-step", compact=True)
+            yield Input(str(DEFAULTS["start_step"]), type="integer", id="start-step", compact=True)
             yield Label("Steps")
-            yield Input(DEFAULTS["steps"], type="integer", id="steps", compact=True)
+            yield Input(str(DEFAULTS["steps"]), type="integer", id="steps", compact=True)
             yield Label("Environment")
             yield Input(placeholder="KEY=VALUE KEY2=VALUE2", id="env", compact=True, classes="wide")
             yield Label("msprof")
@@ -395,7 +398,7 @@ class CaptureScreen(Screen):
         self.set_status(f"fetched into {outcome.folder}; opening it")
         self.app.notify(f"Captured on {', '.join(spec.all_hosts())}: {outcome.folder}", title="Capture",
                         markup=False)
-        self.app.open_path(outcome.folder)
+        explorer(self.app).open_path(outcome.folder)
 
     # ---------------------------------------------------------------- runs
     def action_runs(self) -> None:
@@ -491,4 +494,5 @@ class CaptureScreen(Screen):
     def _button(self, event: Button.Pressed) -> None:
         actions = {"start": self.action_start, "runs-button": self.action_runs,
                    "cancel-run": self.action_cancel_run, "close": self.action_close}
-        actions[event.button.id]()
+        if event.button.id in actions:
+            actions[event.button.id]()

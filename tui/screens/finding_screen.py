@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.console import JustifyMethod
 from rich.markup import escape
 from rich.table import Table
 from textual.app import ComposeResult
@@ -15,10 +16,11 @@ from npuscope.analysis import Finding
 
 def evidence_table(finding: Finding) -> Table:
     table = Table(expand=True, header_style="bold", box=None)
-    for title, justify in (
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
         ("Op Name", "left"), ("OP Type", "left"), ("Task Type", "left"), ("Start(us)", "right"),
         ("Duration(us)", "right"), ("Wait(us)", "right"), ("Cause", "left"), ("Input Shapes", "left"),
-    ):
+    )
+    for title, justify in columns:
         table.add_column(title, justify=justify, overflow="ellipsis", no_wrap=True)
     for row in finding.evidence:
         table.add_row(

@@ -45,8 +45,8 @@ KeyRow = tuple[str, str, str]
 def key_rows(where: str, bindings: Iterable[Binding | tuple[str, ...]]) -> list[KeyRow]:
     rows = []
     for b in bindings:
-        if isinstance(b, tuple):
-            b = Binding(*b)
+        if isinstance(b, tuple):  # (key, action[, description]), as BINDINGS may list them
+            b = Binding(b[0], b[1], b[2] if len(b) > 2 else "")
         keys = " ".join(KEY_NAMES.get(k.strip(), k.strip()) for k in b.key.split(","))
         rows.append((where, keys, b.description or b.action))
     return rows

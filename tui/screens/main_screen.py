@@ -45,10 +45,11 @@ from npuscope.analysis.query import (
     task_positions,
     totals_at,
 )
-from npuscope.analysis.timeline_view import build_model
+from npuscope.analysis.timeline_view import TimelineModel, build_model
 from npuscope.analysis.totals import card_summary
 from npuscope.parsers import Profile, ProfileError
 
+from ..explorer import explorer
 from ..widgets.cards_pane import CardsPane
 from ..widgets.filter_bar import FilterBar
 from ..widgets.frame_table import Column, FrameTable
@@ -142,7 +143,7 @@ class MainScreen(Screen):
         self.filter_query: Query = parse_query("")
         self.sorts: dict[str, tuple[str, bool]] = dict(DEFAULT_SORT)
         self._card_tasks: dict[str, pl.DataFrame] = {}
-        self._models: dict[str, object] = {}
+        self._models: dict[str, TimelineModel] = {}
         self._summary_totals: tuple[int, float, float] = (0, 0.0, 0.0)
 
     # ---------------------------------------------------------------- layout
@@ -195,23 +196,30 @@ class MainScreen(Screen):
         self.query_one("#summary-table", FrameTable).focus()
 
     # ---------------------------------------------------------------- data
+    @property
+    def loaded(self) -> tuple[Profile, Diagnosis]:
+        """The open profile and its diagnosis; only called once one is shown."""
+        assert self.profile is not None and self.diagnosis is not None, "no profile is open"
+        return self.profile, self.diagnosis
+
     def card_tasks(self) -> pl.DataFrame:
         if self.card not in self._card_tasks:
-            tasks = self.diagnosis.tasks.select(TASK_VIEW)
-            if self.profile.cards != (self.card,):
+            profile, diagnosis = self.loaded
+            tasks = diagnosis.tasks.select(TASK_VIEW)
+            if profile.cards != (self.card,):
                 tasks = tasks.filter(pl.col("card") == self.card)
             self._card_tasks[self.card] = tasks
         return self._card_tasks[self.card]
 
     def card_stats(self) -> pl.DataFrame:
-        stats = self.profile.op_statistic.filter(pl.col("card") == self.card)
+        stats = self.loaded[0].op_statistic.filter(pl.col("card") == self.card)
         return stats.with_columns(
             (pl.col("max_us") / pl.col("avg_us")).fill_nan(None).alias("max_over_avg"),
             pl.int_range(pl.len(), dtype=pl.UInt32).alias("row"),
         )
 
     def _show_card(self) -> None:
-        p, d = self.profile, self.diagnosis
+        p, d = self.loaded
         tasks = self.card_tasks()
         self.query_one(HeaderBar).show(
             capture=p.capture.name,
@@ -255,10 +263,10 @@ class MainScreen(Screen):
 
     @work(thread=True, group="timeline", exit_on_error=False, description="build timeline")
     def _build_model(self, card: str, tasks: pl.DataFrame) -> None:
-        model = build_model(tasks, self.profile.events, card)
+        model = build_model(tasks, self.loaded[0].events, card)
         self.app.call_from_thread(self._model_ready, card, model)
 
-    def _model_ready(self, card: str, model) -> None:
+    def _model_ready(self, card: str, model: TimelineModel) -> None:
         self._models[card] = model
         if card == self.card:
             timeline = self.query_one(MiniTimeline)
@@ -307,12 +315,13 @@ class MainScreen(Screen):
             self.notify("This folder holds one capture.")
             return
         names = [c.name for c in self.profile.captures]
+        current = self.profile.capture.name
 
         def chosen(name: str | None) -> None:
-            if name is not None and name != self.profile.capture.name:
-                self.app.load(name)
+            if name is not None and name != current:
+                explorer(self.app).load(name)
 
-        self.app.push_screen(PickScreen("Pick a capture (newest first)", names, self.profile.capture.name), chosen)
+        self.app.push_screen(PickScreen("Pick a capture (newest first)", names, current), chosen)
 
     def action_tab(self, tab: str) -> None:
         self.query_one("#tabs", TabbedContent).active = tab
@@ -327,7 +336,7 @@ class MainScreen(Screen):
 
     def action_escape(self) -> None:
         if self.profile is None:
-            self.app.cancel_loading()
+            explorer(self.app).cancel_loading()
             return
         if self.filter_query.text:
             self.apply_filter("")
@@ -390,8 +399,9 @@ class MainScreen(Screen):
         if row is None:
             self.notify("No task selected.", severity="warning")
             return
-        task = self.diagnosis.tasks.row(int(row["row"]), named=True)
-        text = op_report(self.profile, self.diagnosis, task)
+        profile, diagnosis = self.loaded
+        task = diagnosis.tasks.row(int(row["row"]), named=True)
+        text = op_report(profile, diagnosis, task)
         self.app.copy_to_clipboard(text)
         name = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in task["op_name"])[:60]
         try:
@@ -413,7 +423,7 @@ class MainScreen(Screen):
             return
         def chosen(path: str | None) -> None:
             if path:
-                self.app.compare(Path(path).expanduser())
+                explorer(self.app).compare(Path(path).expanduser())
 
         self.app.push_screen(PathPrompt("Compare with (NEW profile; the open one is BASE)"), chosen)
 
@@ -421,7 +431,7 @@ class MainScreen(Screen):
         self.app.push_screen(CaptureScreen())
 
     def exports_dir(self) -> Path:
-        return self.app.export_dir or export_dir(self.profile.path)
+        return explorer(self.app).export_dir or export_dir(self.loaded[0].path)
 
     # ---------------------------------------------------------------- messages
     @on(FilterBar.Applied)

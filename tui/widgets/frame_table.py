@@ -16,8 +16,9 @@ follow. The widget scrolls horizontally when the columns are wider than it is.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, NamedTuple, Sequence
+from typing import Any, ClassVar, NamedTuple
 
 import polars as pl
 from rich.cells import cell_len, set_cell_size
@@ -564,7 +565,7 @@ class FrameTable(ScrollView, can_focus=True):
             return None
         return self._columns[index]
 
-    def _on_click(self, event: events.Click) -> None:
+    async def _on_click(self, event: events.Click) -> None:
         offset = event.get_content_offset(self)
         if offset is None:
             return

@@ -76,9 +76,8 @@ def format_time(ns: float, span_ns: float) -> str:
     if ns == 0:
         return "0 ms" if span_ns >= 1e6 else ("0 µs" if span_ns >= 1e3 else "0 ns")
     magnitude = max(abs(ns), span_ns)
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3), ("ns", 1.0)):
-        if magnitude >= scale:
-            break
+    units = (("s", 1e9), ("ms", 1e6), ("µs", 1e3))
+    unit, scale = next(((u, s) for u, s in units if magnitude >= s), ("ns", 1.0))
     decimals = 0 if unit == "ns" else min(6, max(1, math.ceil(math.log10(scale * 10 / max(span_ns, 1)))))
     return f"{ns / scale:.{decimals}f} {unit}"
 
@@ -246,12 +245,17 @@ class MiniTimeline(Widget, can_focus=True):
         # Without an app (unit tests) the component styles do not exist yet: plain text.
         return self.get_component_rich_style(name, default=Style())
 
+    def _shown(self) -> tuple[TimelineModel, Window]:
+        """The model and window being drawn (the lanes are drawn only once there is a model)."""
+        assert self._model is not None and self.window is not None, "no model to draw"
+        return self._model, self.window
+
     def _views(self, cells: int) -> tuple[LaneView, ...]:
-        window = self.window
-        key = (id(self._model), tuple(window), cells)
+        model, window = self._shown()
+        key = (id(model), tuple(window), cells)
         if self._cache is None or self._cache[0] != key:
             self.render_count += 1
-            self._cache = (key, render(self._model, window[0], window[1], cells))
+            self._cache = (key, render(model, window[0], window[1], cells))
         return self._cache[1]
 
     def _label(self, text: str, style: Style) -> Segment:
@@ -260,7 +264,8 @@ class MiniTimeline(Widget, can_focus=True):
     def _lane_strip(self, view: LaneView) -> list[Segment]:
         lane_style = LANE_STYLES.get(view.name, Style())
         segments = [self._label(LANE_LABELS.get(view.name, view.name), self._style("mini-timeline--label"))]
-        run, run_style = [], None
+        run: list[str] = []
+        run_style: Style | None = None
         for level, cause in zip(view.levels, view.causes):
             style = CAUSE_STYLES.get(cause, lane_style) if cause is not None else lane_style
             if style is not run_style and run:
@@ -277,7 +282,7 @@ class MiniTimeline(Widget, can_focus=True):
         if self._selected is None or cells <= 0:
             return segments
         style = self._style("mini-timeline--marker")
-        ws, we = self.window
+        ws, we = self._shown()[1]
         s, e = self._selected
         col_ns = (we - ws) / cells
         if e < ws or (e == ws and s < ws):
@@ -293,8 +298,7 @@ class MiniTimeline(Widget, can_focus=True):
         return segments
 
     def _axis_strip(self, cells: int) -> list[Segment]:
-        model = self._model
-        ws, we = self.window
+        model, (ws, we) = self._shown()
         span = we - ws
         factor = (model.end_ns - model.start_ns) / max(span, 1)
         style = self._style("mini-timeline--axis")

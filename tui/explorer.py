@@ -1,0 +1,29 @@
+"""What the screens ask of the app they run in, typed without importing it.
+
+The app imports its screens; a screen importing the app back would be a cycle. The screens
+reach the app through this protocol instead (`explorer(screen)`), and the app implements it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol, cast
+
+from textual.app import App
+
+
+class Explorer(Protocol):
+    export_dir: Path | None
+
+    def load(self, capture: str | int | None) -> None: ...
+
+    def cancel_loading(self) -> None: ...
+
+    def compare(self, other: Path) -> None: ...
+
+    def open_path(self, path: Path) -> None: ...
+
+
+def explorer(app: App[Any]) -> Explorer:
+    """`app` as the explorer (NpuscopeApp is the only app the screens run in)."""
+    return cast(Explorer, app)
