@@ -50,6 +50,7 @@ from npuscope.analysis.totals import card_summary
 from npuscope.parsers import Profile, ProfileError
 
 from ..explorer import explorer
+from ..palette import CAUSE_STYLES
 from ..widgets.cards_pane import CardsPane
 from ..widgets.filter_bar import FilterBar
 from ..widgets.frame_table import Column, FrameTable
@@ -82,12 +83,6 @@ STATS_COLUMNS = (
     Column("max_over_avg", "Max/Avg", 8, numeric=True, decimals=1),
     Column("ratio_pct", "Ratio(%)", 20, numeric=True, bar=True),
 )
-CAUSE_STYLES = {
-    "recompilation": "bold red",
-    "host_op": "bold yellow",
-    "unexplained": "grey62",
-    "expected": "dim",
-}
 TASK_VIEW = (
     "row", "card", "start_ns", "start_us", "op_name", "op_type", "task_type", "duration_us",
     "wait_us", "wait_cause", "input_shapes", "input_dtypes", "is_aclnn", "op_state",

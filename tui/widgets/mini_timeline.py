@@ -35,13 +35,15 @@ from npuscope.analysis.timeline_view import (
     zoom,
 )
 
+from .. import palette
+from ..palette import HOST_COMPILE_STYLE, HOST_SYNC_STYLE
+
 LABEL_WIDTH = 13
 BLOCKS = " ▁▂▃▄▅▆▇█"
 ZOOM_STEP = 2.0
 PAN_STEP = 0.25
 
-# One colour per lane. Host compile shares the red of recompilation and host sync the
-# orange of host_op waits, so a wait lines up visually with the host call behind it.
+# One colour per lane; the host lanes take theirs from the wait-cause palette.
 LANE_STYLES: dict[str, Style] = {
     "AI_CORE": Style(color="green3"),
     "AI_VECTOR_CORE": Style(color="dark_cyan"),
@@ -50,18 +52,13 @@ LANE_STYLES: dict[str, Style] = {
     "COMM": Style(color="dodger_blue2"),
     "OTHER": Style(color="grey62"),
     "idle": Style(color="grey42"),  # waits below the long-wait threshold (no cause)
-    "host compile": Style(color="red3"),
-    "host sync": Style(color="dark_orange"),
+    "host compile": Style.parse(HOST_COMPILE_STYLE),
+    "host sync": Style.parse(HOST_SYNC_STYLE),
 }
 # Lane names that do not fit the label column.
 LANE_LABELS: dict[str, str] = {"AI_VECTOR_CORE": "AI_VECTOR"}
 # Idle cells: coloured by the column's dominant wait cause.
-CAUSE_STYLES: dict[str, Style] = {
-    "recompilation": Style(color="red1", bold=True),
-    "host_op": Style(color="orange1"),
-    "unexplained": Style(color="grey70"),
-    "expected": Style(color="grey35"),
-}
+CAUSE_STYLES: dict[str, Style] = {cause: Style.parse(style) for cause, style in palette.CAUSE_STYLES.items()}
 
 
 def block(level: float) -> str:

@@ -1,0 +1,17 @@
+"""The colours of wait causes: one palette for the tables' Cause column and the mini timeline.
+
+Host compile calls on the timeline share the red of recompilation and host sync calls the
+orange of host-op waits, so a wait, its cause in the table and the host call behind it all
+read as the same colour. Rich style strings; the timeline parses them once.
+"""
+
+from __future__ import annotations
+
+CAUSE_STYLES: dict[str, str] = {
+    "recompilation": "bold red1",
+    "host_op": "orange1",
+    "unexplained": "grey70",
+    "expected": "grey35",
+}
+HOST_COMPILE_STYLE = "red3"
+HOST_SYNC_STYLE = "dark_orange"
