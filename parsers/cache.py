@@ -118,7 +118,7 @@ class FrameCache:
         self.hits = 0
         self.misses = 0
         self.problems: list[str] = []
-        self._pending: list[Future] = []
+        self._pending: list[Future[None]] = []
         self._queued: list[tuple[Path, str, pl.DataFrame]] = []
         self._resolved = False
         self._dir: Path | None = None
@@ -285,7 +285,7 @@ class FrameCache:
             meta = pl.read_parquet_metadata(entry)
             if meta.get(_KEY) != key:
                 return None
-            found = None
+            found: dict[str, pl.DataType] = {}
             if columns is not None or isinstance(schema, Mapping):
                 found = pl.read_parquet_schema(entry)
             if isinstance(schema, Mapping) and not _same_schema(found, schema):

@@ -11,7 +11,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from .csv_table import sniff_kind
 from .errors import ProfileError
@@ -146,7 +146,14 @@ def pick_files(folder: Path) -> dict[str, tuple[Path, ...]]:
     return {k: tuple(v) for k, v in out.items()}
 
 
-def _entry_is_file(entry: os.DirEntry) -> bool:
+def _number_in(pattern: re.Pattern[str], name: str) -> int:
+    """The number a name that `pattern` matched carries in its first group."""
+    m = pattern.match(name)
+    assert m is not None, name
+    return int(m.group(1))
+
+
+def _entry_is_file(entry: os.DirEntry[str]) -> bool:
     """`is_file` that says no for a symlink loop or a vanished target (it raises)."""
     try:
         return entry.is_file()
@@ -163,7 +170,7 @@ def pick_db(folder: Path) -> Path | None:
     names = [e.name for e in entries if DB_RE.match(e.name) and _entry_is_file(e)]
     if not names:
         return None
-    return folder / max(names, key=lambda n: int(DB_RE.match(n).group(1)))
+    return folder / max(names, key=lambda n: _number_in(DB_RE, n))
 
 
 def _real(path: Path) -> str:
@@ -219,7 +226,7 @@ def _prof_capture(prof: Path) -> Capture | None:
         return Capture(prof.name, prof, "era_b", (src,), stamp)
     devices = sorted(
         (d for d in _subdirs(prof) if DEVICE_RE.match(d.name)),
-        key=lambda d: int(DEVICE_RE.match(d.name).group(1)),
+        key=lambda d: _number_in(DEVICE_RE, d.name),
     )
     sources = tuple(s for s in (_device_source(d) for d in devices) if s is not None)
     if sources:
@@ -244,7 +251,7 @@ def _torch_card(pt_dir: Path, index: int) -> str:
 
 def _torch_capture(pt_dirs: list[Path], root: Path) -> Capture | None:
     sources = []
-    layout = "torch_npu"
+    layout: Layout = "torch_npu"
     for i, pt in enumerate(sorted(pt_dirs)):
         if pt.name.endswith("_ascend_ms"):
             layout = "mindspore"
@@ -321,7 +328,7 @@ def _card_from_path(path: Path) -> str | None:
     return None
 
 
-def _scan(folder: Path, depth: int, found: dict[str, list]) -> None:
+def _scan(folder: Path, depth: int, found: dict[str, list[Any]]) -> None:
     """Collect PROF folders, torch_npu outputs, export folders and Paddle traces below."""
     name = folder.name
     if depth > 0 and not _readable(folder) and not PROF_RE.match(name):
@@ -371,7 +378,7 @@ def _scan(folder: Path, depth: int, found: dict[str, list]) -> None:
             _scan(Path(entry.path), depth + 1, found)
 
 
-def discover(path: str | os.PathLike) -> list[Capture]:
+def discover(path: str | os.PathLike[str]) -> list[Capture]:
     """Every capture at or below `path`, newest first."""
     root = Path(path).expanduser()
     try:
@@ -393,7 +400,7 @@ def discover(path: str | os.PathLike) -> list[Capture]:
         )
     if not _readable(root):
         raise _denied(root)
-    found: dict[str, list] = defaultdict(list)
+    found: dict[str, list[Any]] = defaultdict(list)
     _scan(root, 0, found)
     captures: list[Capture] = list(found["prof"])
     if found["torch"]:
@@ -401,7 +408,7 @@ def discover(path: str | os.PathLike) -> list[Capture]:
         if cap is not None:
             captures.append(cap)
     for folder, src in found["merged"]:
-        era = "era_b" if folder.name == "mindstudio_profiler_output" else "file"
+        era: Layout = "era_b" if folder.name == "mindstudio_profiler_output" else "file"
         if src.card is not None:
             era = "era_a"
         parent = folder.parent if folder.name == "mindstudio_profiler_output" else folder

@@ -7,12 +7,13 @@ import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
-from typing import Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
 
 import polars as pl
 
-from .cache import FrameCache, including
+from .cache import FrameCache, Schema, including
 from .columns import (
     COMMUNICATION_TASK_TYPES,
     EVENT_SCHEMA,
@@ -31,6 +32,9 @@ from .layout import Capture, Layout, Source, discover
 from .sanity import outlying_events, statistic_problem, time_problem
 from .timeline import read_timeline
 from .timeline_tasks import device_tasks, paddle_tasks
+
+if TYPE_CHECKING:
+    from .db import DbExport
 
 Progress = Callable[[int, int, str], None]
 TasksFrom = Literal["op_summary", "db", "timeline", "paddle", "none"]
@@ -162,7 +166,7 @@ class ReadOptions:
 
 
 def open_profile(
-    path: str | os.PathLike,
+    path: str | os.PathLike[str],
     *,
     capture: str | int | None = None,
     cache: FrameCache | None = None,
@@ -210,9 +214,12 @@ def open_profile(
 
     if progress is not None:
         progress(0, total, "discovered " + chosen.name)
-    tasks_parts, stat_parts, event_parts, step_parts = [], [], [], []
+    tasks_parts: list[pl.DataFrame] = []
+    stat_parts: list[pl.DataFrame] = []
+    event_parts: list[pl.DataFrame] = []
+    step_parts: list[pl.DataFrame] = []
     parse_notes: list[str] = []
-    tasks_from = "none"
+    tasks_from: TasksFrom = "none"
     derived = replaced = False
     kinds = set()
     for src, _, _ in plan:
@@ -232,7 +239,7 @@ def open_profile(
             derived = True
             stat_parts.append(
                 cache.load_or_build(
-                    "derived_statistic", (src.db,), lambda t=read.tasks: derive_statistic(t), src.card,
+                    "derived_statistic", (src.db,), partial(derive_statistic, read.tasks), src.card,
                     schema=STAT_SCHEMA,
                 )
             )
@@ -241,7 +248,7 @@ def open_profile(
         if src.timeline:
             try:
                 events = cache.load_or_build(
-                    "events", src.timeline, lambda s=src: read_timeline(s.timeline, card=s.card), src.card,
+                    "events", src.timeline, partial(read_timeline, src.timeline, card=src.card), src.card,
                     schema=EVENT_SCHEMA,
                 )
             except ProfileError as exc:
@@ -254,7 +261,7 @@ def open_profile(
             advance(src.timeline, "timeline")
         if src.tasks:
             tasks = _cached_table(
-                cache, "tasks", src.tasks, lambda r, s=src: _read_tasks(s, r), src.card, strict,
+                cache, "tasks", src.tasks, partial(_read_tasks, src), src.card, strict,
                 parse_notes, columns=task_columns,
             )
             tasks_from = "op_summary"
@@ -270,7 +277,7 @@ def open_profile(
             tasks_parts.append(tasks)
         if src.statistic:
             stat = _cached_table(
-                cache, "statistic", src.statistic, lambda r, s=src: _read_statistic(s, r),
+                cache, "statistic", src.statistic, partial(_read_statistic, src),
                 src.card, strict, parse_notes,
             )
             if tasks is not None and tasks.height:
@@ -284,7 +291,7 @@ def open_profile(
             derived = True
             if src.tasks:  # cached with the tasks it comes from
                 stat = cache.load_or_build(
-                    "derived_statistic", src.tasks, lambda t=tasks: derive_statistic(t), src.card,
+                    "derived_statistic", src.tasks, partial(derive_statistic, tasks), src.card,
                     schema=STAT_SCHEMA,
                 )
             else:
@@ -296,7 +303,7 @@ def open_profile(
         if src.steps:
             step_parts.append(
                 _cached_table(
-                    cache, "steps", src.steps, lambda r, s=src: _read_steps(s, r), src.card,
+                    cache, "steps", src.steps, partial(_read_steps, src), src.card,
                     strict, parse_notes,
                 )
             )
@@ -362,11 +369,12 @@ def open_profile(
     return profile
 
 
-def _plan(src: Source, source: SourceChoice, timeline: bool) -> tuple[Source, tuple[Path, ...], list]:
+def _plan(
+    src: Source, source: SourceChoice, timeline: bool
+) -> tuple[Source, tuple[Path, ...], list[tuple[Path, str]]]:
     """The one export of a source to read (text or db), its files, and what is left out."""
     skipped: list[tuple[Path, str]] = []
     text = src.tasks + src.statistic + src.steps + src.timeline
-    use_db = src.db is not None and (source == "db" or (source == "auto"))
     if source == "db" and src.db is None:
         raise ProfileError(
             f"{(text or (Path('.'),))[0].parent}: no db export here (msprof_*.db or "
@@ -374,7 +382,7 @@ def _plan(src: Source, source: SourceChoice, timeline: bool) -> tuple[Source, tu
         )
     if source == "text" and not text:
         raise ProfileError(f"{src.db}: only a db export here; leave out --source text to read it")
-    if use_db:
+    if src.db is not None and source in ("db", "auto"):
         for p in text:
             skipped.append((p, "the db export of the same run is read instead; --source text reads this"))
         return replace(src, tasks=(), statistic=(), steps=(), timeline=()), (src.db,), skipped
@@ -390,7 +398,11 @@ def _skipped(note: str) -> int:
     return int(m.group(1).replace(",", "")) if m else 0
 
 
-_NOTES_SCHEMA = {"note": pl.String}
+_NOTES_SCHEMA: dict[str, pl.DataType] = {"note": pl.String()}
+# What each table's reader returns: canonical tasks (PMU columns may follow), statistic, steps.
+_TABLE_SCHEMAS: dict[str, Schema] = {
+    "tasks": including(empty_tasks().schema), "statistic": STAT_SCHEMA, "steps": STEP_SCHEMA,
+}
 
 
 def _cached_table(
@@ -407,9 +419,7 @@ def _cached_table(
     beside it, so a cached reopen says the same and `strict` refuses the same files."""
     policy = RowPolicy(strict=strict)
     frame = cache.load_or_build(
-        kind, paths, lambda: read(policy), card, columns=columns,
-        # What each table's reader returns: canonical tasks (PMU columns may follow), statistic, steps.
-        schema={"tasks": including(empty_tasks().schema), "statistic": STAT_SCHEMA, "steps": STEP_SCHEMA}.get(kind),
+        kind, paths, partial(read, policy), card, columns=columns, schema=_TABLE_SCHEMAS.get(kind),
     )
     if cache.enabled:
         built = list(policy.notes)
@@ -442,9 +452,9 @@ def _read_db_cached(
 
     assert src.db is not None
     db_path = src.db
-    memo: dict[str, object] = {}
+    memo: dict[str, DbExport] = {}
 
-    def export():
+    def export() -> DbExport:
         if "x" not in memo:
             memo["x"] = read_db(db_path, card=src.card)
         return memo["x"]
@@ -457,7 +467,7 @@ def _read_db_cached(
     if timeline:
         events = cache.load_or_build(
             "db_events", (db_path,),
-            lambda: export().events if export().events is not None else pl.DataFrame(schema=EVENT_SCHEMA),
+            lambda: _or_empty(export().events, EVENT_SCHEMA),
             src.card,
             schema=EVENT_SCHEMA,
         )
@@ -465,7 +475,7 @@ def _read_db_cached(
             events = None
     steps = cache.load_or_build(
         "db_steps", (db_path,),
-        lambda: export().steps if export().steps is not None else pl.DataFrame(schema=STEP_SCHEMA),
+        lambda: _or_empty(export().steps, STEP_SCHEMA),
         src.card,
         schema=STEP_SCHEMA,
     )
@@ -476,6 +486,10 @@ def _read_db_cached(
         schema=_NOTES_SCHEMA,
     )
     return _DbFrames(tasks, events, steps if steps.height else None, tuple(notes["note"].to_list()))
+
+
+def _or_empty(frame: pl.DataFrame | None, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    return frame if frame is not None else pl.DataFrame(schema=schema)
 
 
 def _card_key(card: str) -> tuple[int, int | str]:

@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import orjson
 import polars as pl
@@ -25,12 +26,15 @@ from .csv_table import times_to_ns
 from .errors import ProfileError, reading
 from .memory import ensure_fits
 
+Meta = dict[str, dict[Any, str]]
+"""Names from the metadata events: process and labels by pid, thread by (pid, tid)."""
+
 # `NPU 3` in Era B merged exports; torch_npu writes a bare `NPU` (one card per output).
 _NPU_LABEL = re.compile(r"NPU\s*(\d*)")
 
 
 @contextmanager
-def _gc_paused():
+def _gc_paused() -> Iterator[None]:
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -71,7 +75,7 @@ def load_json(path: Path) -> object:
         ) from None
 
 
-def _events_of(path: Path, data: object) -> list:
+def _events_of(path: Path, data: object) -> list[Any]:
     events = None
     if isinstance(data, list):
         events = data
@@ -90,8 +94,8 @@ def _events_of(path: Path, data: object) -> list:
 # Every field is read as text: numbers and strings both occur for pid, tid, ts and id, and
 # text keeps every digit of epoch-scale times and flow ids beyond 2^53.
 _ARG_KEYS = ("Task Type", "Physic Stream Id", "Stream Id", "Task Id", "connection_id", "name", "labels")
-_RAW_SCHEMA = {
-    **{k: pl.String for k in ("name", "ph", "pid", "tid", "ts", "dur", "cat", "id")},
+_RAW_SCHEMA: dict[str, pl.DataType] = {
+    **{k: pl.String() for k in ("name", "ph", "pid", "tid", "ts", "dur", "cat", "id")},
     "args": pl.Struct({k: pl.String for k in _ARG_KEYS}),
 }
 
@@ -112,21 +116,21 @@ def _text(value: object) -> str | None:
     return repr(value) if value.__class__ is float else str(value)
 
 
-def _raw_dicts(events: list) -> pl.DataFrame:
+def _raw_dicts(events: list[Any]) -> pl.DataFrame:
     """The same text columns from already parsed event dicts (the fallback path)."""
     data = [e for e in events if e.__class__ is dict]
     cols = {
         k: pl.Series([_text(e.get(k)) for e in data], dtype=pl.String)
         for k in ("name", "ph", "pid", "tid", "ts", "dur", "cat", "id")
     }
-    args = [e.get("args") if isinstance(e.get("args"), dict) else {} for e in data]
+    args: list[dict[str, Any]] = [e["args"] if isinstance(e.get("args"), dict) else {} for e in data]
     cols["args"] = pl.DataFrame(
         {k: pl.Series([_text(a.get(k)) for a in args], dtype=pl.String) for k in _ARG_KEYS}
     ).to_struct("args")
     return pl.DataFrame(cols)
 
 
-def _typed(raw: pl.DataFrame, meta: dict) -> pl.DataFrame:
+def _typed(raw: pl.DataFrame, meta: Meta) -> pl.DataFrame:
     """Text columns to typed event columns; metadata events fill `meta` and are dropped."""
     m = raw.filter(pl.col("ph") == "M").select(
         "name", "pid", "tid", pl.col("args").struct.field("name").alias("value"),
@@ -140,7 +144,10 @@ def _typed(raw: pl.DataFrame, meta: dict) -> pl.DataFrame:
         elif name == "thread_name":
             meta["thread"][(pid, tid)] = value or ""
     ev = raw.filter(pl.col("ph").is_not_null() & (pl.col("ph") != "M"))
-    arg = lambda c: pl.col("args").struct.field(c)  # noqa: E731
+
+    def arg(c: str) -> pl.Expr:
+        return pl.col("args").struct.field(c)
+
     return ev.select(
         "pid",
         "tid",
@@ -236,8 +243,8 @@ def read_timeline(
     processes belong to the only card or, with several, to `host`.
     """
     ensure_fits(paths, "json")
-    meta: dict = {"process": {}, "labels": {}, "thread": {}}
-    frames = []
+    meta: Meta = {"process": {}, "labels": {}, "thread": {}}
+    frames: list[pl.DataFrame] = []
     for path in paths:
         mark = len(frames)
         whole = False
@@ -267,7 +274,7 @@ def read_timeline(
     return _resolve(df, meta, card)
 
 
-def _resolve(df: pl.DataFrame, meta: dict, card: str | None) -> pl.DataFrame:
+def _resolve(df: pl.DataFrame, meta: Meta, card: str | None) -> pl.DataFrame:
     proc = meta["process"]
     labels = meta["labels"]
     npu = {}
