@@ -1,0 +1,496 @@
+"""The training-level picture of an opened profile: steps, communication, host API, memory.
+
+`read_training_views(profile)` looks beside the files the layout found (each torch_npu
+ASCEND_PROFILER_OUTPUT, mindstudio_profiler_output, the db export and an `analysis.db` next
+to it) for the files that carry each view, and derives from the profile's tasks and timeline
+what no file carries. Each view is one canonical frame (schemas in steps.py,
+communication.py, host_api.py, memory_views.py); every row says its `source`.
+
+Choosing a source: per source of the layout (a torch_npu rank, a merged msprof export), the
+most detailed file that yields rows wins (the order is in `_CANDIDATES`); between a text and
+a db file of equal detail (communication.json and analysis.db hold the same numbers) the
+export the profile itself was read from wins. Two sources of the same numbers are never
+added. Cards no file covers get what the tasks and the timeline give: steps from the
+timeline's Overlap Analysis, else derived from the tasks; collectives from the tasks; host
+APIs from the timeline's `Level@api` events (the db's CANN_API for a db profile).
+
+A file that cannot be used (missing keys, wrong types, NaN, absurd values, truncated JSON, a
+damaged db) is a note, and the next source is tried; `strict=True` makes it a one-line
+ProfileError instead. Nothing is written anywhere: SQLite files are opened read-only and
+immutable (db.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from .communication import (
+    BANDWIDTH_SCHEMA,
+    COMMUNICATION_SCHEMA,
+    LINKS_SCHEMA,
+    bandwidth_view,
+    communication_from_tasks,
+    communication_view,
+    links_view,
+    parse_communication_json,
+    parse_matrix_json,
+    read_analysis_db,
+    read_communication_statistic,
+    read_db_communication,
+)
+from .csv_table import RowPolicy
+from .host_api import HOST_API_SCHEMA, host_api_from_events, read_api_statistic
+from .memory_views import (
+    CURVE_SCHEMA,
+    MEMORY_SCHEMA,
+    TOP_OPS_SCHEMA,
+    curve_view,
+    memory_view,
+    read_db_memory,
+    read_memory_record,
+    read_module_mem,
+    read_operator_memory,
+    top_ops_view,
+)
+from .profile import Profile
+from .steps import STEPS_SCHEMA, derive_steps, overlap_steps, read_step_trace_table, read_step_trace_time, step_windows
+from .training_files import DB, TEXT, Place, Reading, load_json_object, places, sort_cards
+
+VIEWS = ("steps", "communication", "bandwidth", "links", "host_api", "memory", "memory_top_ops", "memory_curve")
+
+SCHEMAS: dict[str, dict[str, pl.DataType]] = {
+    "steps": STEPS_SCHEMA,
+    "communication": COMMUNICATION_SCHEMA,
+    "bandwidth": BANDWIDTH_SCHEMA,
+    "links": LINKS_SCHEMA,
+    "host_api": HOST_API_SCHEMA,
+    "memory": MEMORY_SCHEMA,
+    "memory_top_ops": TOP_OPS_SCHEMA,
+    "memory_curve": CURVE_SCHEMA,
+}
+
+
+@dataclass(frozen=True)
+class TrainingViews:
+    """The training-level views of one profile (see each schema's module for units)."""
+
+    steps: pl.DataFrame  # card, step, step_us, compute_us, communication_us, comm_not_overlapped_us, ...
+    communication: pl.DataFrame  # card, op_type, op_name, count, total_us, transit_us, wait_us, sync_us, ...
+    bandwidth: pl.DataFrame  # card, transport, size_mb, time_us, bandwidth_gbps, source
+    links: pl.DataFrame  # card, group, src, dst, transport, size_mb, time_us, bandwidth_gbps, source
+    host_api: pl.DataFrame  # card, api, level, count, total_us, avg_us, max_us, source
+    memory: pl.DataFrame  # card, peak_allocated_mb, peak_reserved_mb, capacity_mb, app_reserved_mb, ...
+    memory_top_ops: pl.DataFrame  # card, op_name, size_mb, count, total_mb, source
+    memory_curve: pl.DataFrame  # card, ts_ns, allocated_mb, reserved_mb, source
+    found: tuple[str, ...] = ()  # "steps: step_trace_time.csv", one per view and source
+    notes: tuple[str, ...] = ()
+
+
+def empty_views(notes: tuple[str, ...] = ()) -> TrainingViews:
+    return TrainingViews(**{v: pl.DataFrame(schema=SCHEMAS[v]) for v in VIEWS}, found=(), notes=notes)
+
+
+@dataclass
+class _Run:
+    """One read: the profile, the notes, the files already parsed, the frames gathered."""
+
+    profile: Profile
+    reading: Reading
+    memo: dict[tuple[str, Path], object] = field(default_factory=dict)
+    parts: dict[str, list[pl.DataFrame]] = field(default_factory=lambda: {v: [] for v in VIEWS})
+    found: list[str] = field(default_factory=list)
+
+    @property
+    def host_card(self) -> str:
+        """Where rows that say `host` go: the only card, or `host` with several."""
+        cards = self.profile.cards
+        return cards[0] if len(cards) == 1 else "host"
+
+    def rows(self) -> RowPolicy:
+        policy = RowPolicy(strict=self.reading.strict)
+        return policy
+
+    def once(self, kind: str, path: Path, what: str, read: Callable[[], object]) -> object:
+        """`read()` of a file at most once per run (None, with a note, when it fails)."""
+        key = (kind, path)
+        if key not in self.memo:
+            self.memo[key] = self.reading.attempt(path, what, read)
+        return self.memo[key]
+
+    def table(self, path: Path, what: str, read: Callable[[RowPolicy], pl.DataFrame]) -> pl.DataFrame | None:
+        """A CSV read with the row policy; its notes (damaged rows skipped) kept."""
+        policy = self.rows()
+        got = self.reading.attempt(path, what, lambda: read(policy))
+        for n in policy.notes:
+            self.reading.note(n)
+        return got
+
+    def add(self, view: str, frame: pl.DataFrame | None) -> bool:
+        if frame is None or frame.height == 0:
+            return False
+        self.parts[view].append(frame)
+        for source in frame["source"].unique(maintain_order=True).to_list():
+            entry = f"{view}: {source}"
+            if entry not in self.found:
+                self.found.append(entry)
+        return True
+
+    def covered(self, view: str) -> set[str]:
+        return {c for f in self.parts[view] for c in f["card"].unique().to_list()}
+
+
+# --------------------------------------------------------------------------- file sources
+
+
+def _analysis(run: _Run, place: Place) -> tuple[object, ...] | None:
+    path = place.analysis_db
+    if path is None:
+        return None
+    card = place.card if place.card is not None else run.host_card
+    got = run.once("analysis", path, "steps and communication", lambda: read_analysis_db(path, card, run.reading.notes))
+    return got if isinstance(got, tuple) else None
+
+
+def _comm_json(run: _Run, place: Place) -> tuple[object, ...] | None:
+    path = place.file("communication", "json")
+    if path is None:
+        return None
+    card = place.card if place.card is not None else run.host_card
+    got = run.once(
+        "communication.json",
+        path,
+        "communication",
+        lambda: parse_communication_json(load_json_object(path), path, card),
+    )
+    return got if isinstance(got, tuple) else None
+
+
+def _db_comm(run: _Run, place: Place) -> tuple[object, ...] | None:
+    path = place.db
+    if path is None:
+        return None
+    got = run.once("db_comm", path, "communication", lambda: read_db_communication(path, place.card))
+    return got if isinstance(got, tuple) else None
+
+
+def _db_memory(run: _Run, place: Place) -> tuple[object, ...] | None:
+    path = place.db
+    if path is None:
+        return None
+    got = run.once("db_memory", path, "memory", lambda: read_db_memory(path, place.card))
+    return got if isinstance(got, tuple) else None
+
+
+def _frame(x: object) -> pl.DataFrame | None:
+    return x if isinstance(x, pl.DataFrame) and x.height else None
+
+
+def _steps_text(run: _Run, place: Place) -> pl.DataFrame | None:
+    files = place.files("step_trace_time", "csv")
+    if not files:
+        return None
+    return run.table(files[0], "steps", lambda rows: read_step_trace_time(files, place.card, rows))
+
+
+def _steps_db(run: _Run, place: Place) -> pl.DataFrame | None:
+    got = _analysis(run, place)
+    rows = _frame(got[0]) if got else None
+    if rows is None or place.analysis_db is None:
+        return None
+    path = place.analysis_db
+    card = place.card if place.card is not None else run.host_card
+    return run.reading.attempt(path, "steps", lambda: read_step_trace_table(rows, card, path))
+
+
+def _comm_text(run: _Run, place: Place) -> pl.DataFrame | None:
+    got = _comm_json(run, place)
+    times, bws = (_frame(got[0]), _frame(got[1])) if got else (None, None)
+    return communication_view(times, bws, "communication.json") if times is not None else None
+
+
+def _comm_analysis(run: _Run, place: Place) -> pl.DataFrame | None:
+    got = _analysis(run, place)
+    times, bws = (_frame(got[1]), _frame(got[2])) if got else (None, None)
+    return communication_view(times, bws, "analysis.db CommAnalyzerTime") if times is not None else None
+
+
+def _comm_db(run: _Run, place: Place) -> pl.DataFrame | None:
+    got = _db_comm(run, place)
+    ops, bws = (_frame(got[0]), _frame(got[1])) if got else (None, None)
+    return communication_view(ops, bws, "COMMUNICATION_OP") if ops is not None else None
+
+
+def _comm_statistic(run: _Run, place: Place) -> pl.DataFrame | None:
+    files = place.files("communication_statistic", "csv")
+    if not files:
+        return None
+    return run.table(files[0], "communication", lambda rows: read_communication_statistic(files, place.card, rows))
+
+
+def _bandwidth_text(run: _Run, place: Place) -> pl.DataFrame | None:
+    got = _comm_json(run, place)
+    bws = _frame(got[1]) if got else None
+    return bandwidth_view(bws, "communication.json") if bws is not None else None
+
+
+def _bandwidth_analysis(run: _Run, place: Place) -> pl.DataFrame | None:
+    got = _analysis(run, place)
+    bws = _frame(got[2]) if got else None
+    return bandwidth_view(bws, "analysis.db CommAnalyzerBandwidth") if bws is not None else None
+
+
+def _bandwidth_db(run: _Run, place: Place) -> pl.DataFrame | None:
+    got = _db_comm(run, place)
+    bws = _frame(got[1]) if got else None
+    return bandwidth_view(bws, "COMMUNICATION_TASK_INFO") if bws is not None else None
+
+
+def _links_text(run: _Run, place: Place) -> pl.DataFrame | None:
+    path = place.file("communication_matrix", "json")
+    if path is None:
+        return None
+    card = place.card if place.card is not None else run.host_card
+    got = run.once("matrix", path, "links", lambda: parse_matrix_json(load_json_object(path), path, card))
+    matrix = _frame(got)
+    return links_view(matrix, "communication_matrix.json") if matrix is not None else None
+
+
+def _links_analysis(run: _Run, place: Place) -> pl.DataFrame | None:
+    got = _analysis(run, place)
+    matrix = _frame(got[3]) if got else None
+    return links_view(matrix, "analysis.db CommAnalyzerMatrix") if matrix is not None else None
+
+
+def _links_db(run: _Run, place: Place) -> pl.DataFrame | None:
+    got = _db_comm(run, place)
+    matrix = _frame(got[2]) if got else None
+    return links_view(matrix, "COMMUNICATION_TASK_INFO") if matrix is not None else None
+
+
+def _host_text(run: _Run, place: Place) -> pl.DataFrame | None:
+    files = place.files("api_statistic", "csv")
+    if not files:
+        return None
+    return run.table(files[0], "host API", lambda rows: read_api_statistic(files, place.card, run.host_card, rows))
+
+
+def _host_db(run: _Run, place: Place) -> pl.DataFrame | None:
+    path = place.db
+    if path is None:
+        return None
+    profile = run.profile
+    if profile.source_kind == DB and profile.events is not None:
+        # The profile's events are this db's CANN_API already.
+        cards = [place.card] if place.card is not None else None
+        return host_api_from_events(profile.events, cards, "CANN_API")
+
+    def read() -> pl.DataFrame:
+        from .db import _Cards, _check_file, _Db, _events
+
+        _check_file(path)
+        with _Db(path) as db:
+            db.load_strings()
+            events = _events(db, _Cards(db, place.card))
+        if events is None:
+            return pl.DataFrame(schema=HOST_API_SCHEMA)
+        return host_api_from_events(events, None, "CANN_API")
+
+    return _frame(run.once("cann_api", path, "host API", read))
+
+
+def _memory_records_text(run: _Run, place: Place) -> pl.DataFrame | None:
+    files = place.files("memory_record", "csv")
+    if not files:
+        return None
+    got = run.once(
+        "memory_record",
+        files[0],
+        "memory",
+        lambda: run.table(files[0], "memory", lambda r: read_memory_record(files, place.card, r)),
+    )
+    return _frame(got)
+
+
+def _module_text(run: _Run, place: Place) -> pl.DataFrame | None:
+    files = place.files("npu_module_mem", "csv")
+    if not files:
+        return None
+    got = run.once(
+        "npu_module_mem",
+        files[0],
+        "memory",
+        lambda: run.table(files[0], "memory", lambda r: read_module_mem(files, place.card, r)),
+    )
+    return _frame(got)
+
+
+def _memory_text(run: _Run, place: Place) -> tuple[pl.DataFrame, pl.DataFrame, str] | None:
+    """(records, APP records, source) of the text export."""
+    records = _memory_records_text(run, place)
+    if records is not None:
+        app = records if bool((records["component"] == "APP").any()) else _module_text(run, place)
+        return records, app if app is not None else records.head(0), "memory_record.csv"
+    module = _module_text(run, place)
+    if module is not None and bool((module["component"] == "APP").any()):
+        app = module.filter(pl.col("component") == "APP")
+        return app, app, "npu_module_mem"
+    return None
+
+
+def _memory_db(run: _Run, place: Place) -> tuple[pl.DataFrame, pl.DataFrame, str] | None:
+    got = _db_memory(run, place)
+    if not got:
+        return None
+    records, module = _frame(got[0]), _frame(got[1])
+    app = module.filter(pl.col("component") == "APP") if module is not None else None
+    if records is not None:
+        return records, app if app is not None else records.head(0), "MEMORY_RECORD"
+    if app is not None and app.height:
+        return app, app, "NPU_MODULE_MEM"
+    return None
+
+
+def _memory_views(run: _Run, place: Place, kind: str) -> tuple[pl.DataFrame, pl.DataFrame] | None:
+    got = _memory_text(run, place) if kind == TEXT else _memory_db(run, place)
+    if got is None:
+        return None
+    records, app, source = got
+    curve_notes: list[str] = []
+    peaks = memory_view(records, app, source)
+    curve = curve_view(records, source, curve_notes)
+    for n in curve_notes:
+        run.reading.note(n)
+    return peaks, curve
+
+
+def _top_ops_text(run: _Run, place: Place) -> pl.DataFrame | None:
+    files = place.files("operator_memory", "csv")
+    if not files:
+        return None
+    allocations = run.table(files[0], "memory", lambda rows: read_operator_memory(files, place.card, rows))
+    return top_ops_view(allocations, "operator_memory.csv") if allocations is not None and allocations.height else None
+
+
+def _top_ops_db(run: _Run, place: Place) -> pl.DataFrame | None:
+    got = _db_memory(run, place)
+    allocations = _frame(got[2]) if got else None
+    return top_ops_view(allocations, "OP_MEMORY") if allocations is not None else None
+
+
+Candidate = tuple[int, str, Callable[[_Run, Place], pl.DataFrame | None]]
+
+# Per view: (detail, export kind, reader). Lower detail numbers are tried first; at equal
+# detail the export the profile was read from goes first.
+_CANDIDATES: dict[str, tuple[Candidate, ...]] = {
+    "steps": ((0, TEXT, _steps_text), (0, DB, _steps_db)),
+    "communication": (
+        (0, TEXT, _comm_text),
+        (0, DB, _comm_analysis),
+        (1, DB, _comm_db),
+        (2, TEXT, _comm_statistic),
+    ),
+    "bandwidth": ((0, TEXT, _bandwidth_text), (0, DB, _bandwidth_analysis), (1, DB, _bandwidth_db)),
+    "links": ((0, TEXT, _links_text), (0, DB, _links_analysis), (1, DB, _links_db)),
+    "host_api": ((0, TEXT, _host_text), (0, DB, _host_db)),
+    "memory_top_ops": ((0, TEXT, _top_ops_text), (0, DB, _top_ops_db)),
+}
+
+
+def _ordered(candidates: tuple[Candidate, ...], prefer: str) -> list[Candidate]:
+    return sorted(candidates, key=lambda c: (c[0], c[1] != prefer))
+
+
+def _from_files(run: _Run, place: Place) -> None:
+    prefer = run.profile.source_kind
+    for view, candidates in _CANDIDATES.items():
+        for _, _, reader in _ordered(candidates, prefer):
+            if run.add(view, reader(run, place)):
+                break
+    for kind in sorted((TEXT, DB), key=lambda k: k != prefer):
+        got = _memory_views(run, place, kind)
+        if got is not None and got[0].height:
+            run.add("memory", got[0])
+            run.add("memory_curve", got[1])
+            break
+
+
+# --------------------------------------------------------------------------- derived sources
+
+
+def _derived(run: _Run) -> None:
+    profile = run.profile
+    cards = list(profile.cards)
+    tasks = profile.tasks
+    steps_left = [c for c in cards if c not in run.covered("steps")]
+    if steps_left:
+        if profile.time_problem is not None:
+            run.reading.note("steps not derived from the tasks: their start times are damaged")
+        else:
+            steps_from = "STEP_TIME" if profile.source_kind == DB else "step_trace"
+            windows = step_windows(tasks, profile.steps, profile.events, steps_left, steps_from)
+            if profile.events is not None:
+                run.add("steps", overlap_steps(profile.events, windows, steps_left))
+            left = [c for c in steps_left if c not in run.covered("steps")]
+            if left:
+                derived = derive_steps(tasks, windows, left)
+                if run.add("steps", derived):
+                    run.reading.note(
+                        "steps derived from the tasks (no step_trace_time.csv, StepTraceTime or Overlap "
+                        "Analysis): compute and communication are the unions of their task intervals in each step"
+                    )
+                whole = [c for c in left if windows.told_by.get(c) == "capture"]
+                if whole:
+                    run.reading.note(
+                        f"no step boundaries on card(s) {', '.join(whole)} (Step Id, step_trace, STEP_TIME, "
+                        "ProfilerStep#N): the whole capture is one step row, step left empty"
+                    )
+    comm_left = [c for c in cards if c not in run.covered("communication")]
+    if comm_left and run.add("communication", communication_from_tasks(tasks, comm_left)):
+        run.reading.note(
+            "communication derived from the tasks (no communication.json, CommAnalyzer tables, "
+            "COMMUNICATION_OP or communication_statistic): counts and durations only"
+        )
+    if profile.events is not None:
+        covered = run.covered("host_api")
+        left_host = [c for c in [*cards, "host"] if c not in covered]
+        source = "CANN_API" if profile.source_kind == DB else "timeline"
+        run.add("host_api", host_api_from_events(profile.events, left_host, source))
+
+
+def read_training_views(profile: Profile, *, strict: bool = False) -> TrainingViews:
+    """The training-level views of an opened profile (see the module docstring).
+
+    `strict=True` refuses a damaged training-level file with a one-line ProfileError instead
+    of leaving it out with a note.
+    """
+    run = _Run(profile, Reading(strict=strict))
+    for place in places(profile.capture):
+        _from_files(run, place)
+    _derived(run)
+    frames: dict[str, pl.DataFrame] = {}
+    for view in VIEWS:
+        parts = run.parts[view]
+        frame = pl.concat(parts, how="vertical") if parts else pl.DataFrame(schema=SCHEMAS[view])
+        frames[view] = _sorted(view, frame)
+    return TrainingViews(**frames, found=tuple(run.found), notes=tuple(run.reading.notes))
+
+
+_ORDER: dict[str, tuple[tuple[str, ...], bool]] = {
+    "steps": (("step",), False),
+    "communication": (("total_us",), True),
+    "bandwidth": (("transport",), False),
+    "links": (("group", "src", "dst", "transport"), False),
+    "host_api": (("total_us",), True),
+    "memory": ((), False),
+    "memory_top_ops": (("size_mb",), True),
+    "memory_curve": (("ts_ns",), False),
+}
+
+
+def _sorted(view: str, frame: pl.DataFrame) -> pl.DataFrame:
+    by, descending = _ORDER[view]
+    return sort_cards(frame, *by, descending=descending)
