@@ -28,12 +28,13 @@ import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import polars as pl
 
 from .columns import EVENT_SCHEMA, NULL_VALUES, STEP_SCHEMA, TASK_ORDER, TASK_SCHEMA
-from .errors import ProfileError
+from .errors import ProfileError, reading
 from .frames import canonical_tasks, communication_type, ns_to_us
 
 DB_NAME_RE = re.compile(r"^(?:msprof|ascend_pytorch_profiler)_\d+\.db$")
@@ -98,18 +99,9 @@ def is_db_export(path: Path) -> bool:
 
 def _check_file(path: Path) -> None:
     """Refuse what SQLite would fail on later, with a message that says what to do."""
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(100)
-            size = fh.seek(0, 2)
-    except PermissionError:
-        raise ProfileError(f"{path}: permission denied; make the file readable (chmod +r)") from None
-    except IsADirectoryError:
-        raise ProfileError(f"{path}: is a folder, expected an msprof_*.db or ascend_pytorch_profiler_*.db file") from None
-    except FileNotFoundError:
-        raise ProfileError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise ProfileError(f"{path}: cannot be read ({exc.strerror})") from None
+    with reading(path, "an msprof_*.db or ascend_pytorch_profiler_*.db file"), open(path, "rb") as fh:
+        head = fh.read(100)
+        size = fh.seek(0, 2)
     if size == 0:
         raise ProfileError(f"{path}: the file is empty; export the profile again")
     if not head.startswith(SQLITE_MAGIC):
@@ -154,7 +146,9 @@ def _sqlite_error(path: Path, exc: BaseException) -> ProfileError:
     return ProfileError(f"{path}: cannot be read as a db export ({msg}); export the profile again")
 
 
-def _q(name: str) -> str:
+def _q(name: str | None) -> str:
+    """An SQL identifier, quoted; callers ask only for tables and columns they found."""
+    assert name is not None, "no such table or column"
     return '"' + name.replace('"', '""') + '"'
 
 
@@ -188,7 +182,7 @@ def _id(v: object) -> str | None:
 
 
 def _float(v: object) -> float | None:
-    if v is None or isinstance(v, bytes):
+    if not isinstance(v, (int, float, str)):  # None, bytes
         return None
     try:
         return float(v)
@@ -225,8 +219,8 @@ class _Db:
         self.keys = pl.Series("id", [], dtype=pl.Int64)
         self.values = {k: pl.Series("value", [], dtype=pl.String) for k in ("ref", "list")}
         self.strings: dict[int, str] = {}
-        self._adbc = None
-        self._adbc_db = None
+        self._adbc: Any = None  # the ADBC connection and database, when the driver is installed
+        self._adbc_db: Any = None
         try:
             self.con = sqlite3.connect(self.uri, uri=True)
         except sqlite3.Error as exc:
@@ -372,6 +366,7 @@ class _Db:
         del rows
         out = {}
         for (name, kind), values in zip(kinds.items(), cols):
+            data: list[object]
             if kind in ("time", "int", "key"):
                 data = [_int(v) for v in values]
             elif kind == "id":
