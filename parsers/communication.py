@@ -362,7 +362,8 @@ def _require(frame: pl.DataFrame, columns: tuple[str, ...], path: Path, table: s
 
 def _size_divisor(frame: pl.DataFrame, path: Path, table: str, notes: list[str]) -> float:
     """analysis.db sizes are MB in current exports; older msprof docs say bytes. The table's
-    own bandwidth column (GB/s) tells which: size / time(ms) / bandwidth is 1 for MB."""
+    own bandwidth column (GB/s) tells which: size / time(ms) / bandwidth is 1 for MB, 10^6 for
+    bytes. (`time_us` still holds the table's milliseconds here.)"""
     if "bandwidth" not in frame.columns:
         return 1.0
     ratio = (
@@ -404,7 +405,7 @@ def read_analysis_db(
     if bandwidth is not None and bandwidth.height:
         _require(bandwidth, ("op_name", "transport", "size_mb", "time_us"), path, "CommAnalyzerBandwidth")
         bandwidth = check_frame_numbers(bandwidth, ("size_mb", "time_us", "bandwidth"), path, "CommAnalyzerBandwidth")
-        div = _size_divisor(bandwidth.with_columns(pl.col("time_us") * 1000.0), path, "CommAnalyzerBandwidth", notes)
+        div = _size_divisor(bandwidth, path, "CommAnalyzerBandwidth", notes)
         # One row per packet size repeats the transport's figures: keep one per op occurrence.
         keys = [c for c in ("step", "kind", "group", "op_name", "transport") if c in bandwidth.columns]
         once = bandwidth.unique(subset=keys, keep="first", maintain_order=True)
@@ -415,7 +416,7 @@ def read_analysis_db(
     if matrix is not None and matrix.height:
         _require(matrix, ("src", "dst", "transport", "size_mb", "time_us"), path, "CommAnalyzerMatrix")
         matrix = check_frame_numbers(matrix, ("size_mb", "time_us", "bandwidth"), path, "CommAnalyzerMatrix")
-        div = _size_divisor(matrix.with_columns(pl.col("time_us") * 1000.0), path, "CommAnalyzerMatrix", notes)
+        div = _size_divisor(matrix, path, "CommAnalyzerMatrix", notes)
         src = matrix["src"].str.strip_chars().cast(pl.Int64, strict=False)
         dst = matrix["dst"].str.strip_chars().cast(pl.Int64, strict=False)
         if src.null_count() or dst.null_count() or bool(((src < 0) | (dst < 0)).any()):

@@ -84,15 +84,26 @@ def read_api_statistic(paths: tuple[Path, ...], card: str | None, host_card: str
     return _finish(df, paths[0].name)
 
 
-def host_api_from_events(events: pl.DataFrame, cards: list[str] | None, source: str) -> pl.DataFrame:
-    """Per card and `Level@api` host event: count, total, average, longest (us)."""
-    host = events.filter(
-        (pl.col("ph") == "X")
-        & pl.col("name").str.contains(HOST_EVENT).fill_null(False)
+def _host_calls(events: pl.DataFrame) -> pl.DataFrame:
+    """The `Level@api` complete events: a cheap literal filter first, the pattern on what is left
+    (a timeline holds millions of events)."""
+    candidates = events.filter((pl.col("ph") == "X") & pl.col("name").str.contains("@", literal=True).fill_null(False))
+    return candidates.filter(
+        pl.col("name").str.contains(HOST_EVENT).fill_null(False)
         & pl.col("dur_ns").is_not_null()
         & (pl.col("dur_ns") >= 0)
         & (pl.col("process") != "Python").fill_null(True)
     )
+
+
+def has_host_events(events: pl.DataFrame | None) -> bool:
+    """Whether a timeline holds `Level@api` host calls."""
+    return events is not None and _host_calls(events).height > 0
+
+
+def host_api_from_events(events: pl.DataFrame, cards: list[str] | None, source: str) -> pl.DataFrame:
+    """Per card and `Level@api` host event: count, total, average, longest (us)."""
+    host = _host_calls(events)
     if cards is not None:
         host = host.filter(pl.col("card").is_in(cards))
     parts = host.select(

@@ -89,8 +89,8 @@ OVERLAP_THREADS: dict[str, str] = {
     "Communication(Not Overlapped)": "comm_not_overlapped_us",
     "Free": "free_us",
 }
-# torch_npu `ProfilerStep#N`, Paddle `ProfileStep#N`.
-STEP_EVENT = r"^Profiler?Step#(\d+)$"
+# torch_npu `ProfilerStep#N`, Paddle `ProfileStep#N[3.735 ms]` (Paddle appends the duration).
+STEP_EVENT = r"^Profiler?Step#(\d+)(?:\[[0-9.]+ (?:ns|us|ms|s)\])?$"
 
 WINDOW_SCHEMA: dict[str, pl.DataType] = {
     "card": pl.String(),
@@ -268,16 +268,20 @@ def _table_windows(steps: pl.DataFrame | None, card: str, first_start: int) -> p
 def _step_events(events: pl.DataFrame | None) -> pl.DataFrame | None:
     if events is None or events.height == 0:
         return None
-    marks = events.filter(
-        (pl.col("ph") == "X")
-        & pl.col("name").str.contains(STEP_EVENT).fill_null(False)
-        & pl.col("ts_ns").is_not_null()
-        & pl.col("dur_ns").is_not_null()
-    ).select(
-        "card",
-        pl.col("name").str.extract(STEP_EVENT, 1).cast(pl.Int64, strict=False).alias("step"),
-        pl.col("ts_ns").alias("m_start"),
-        (pl.col("ts_ns") + pl.col("dur_ns")).alias("m_end"),
+    marks = (
+        events.filter(pl.col("name").str.contains("Step#", literal=True).fill_null(False))
+        .filter(
+            (pl.col("ph") == "X")
+            & pl.col("name").str.contains(STEP_EVENT).fill_null(False)
+            & pl.col("ts_ns").is_not_null()
+            & pl.col("dur_ns").is_not_null()
+        )
+        .select(
+            "card",
+            pl.col("name").str.extract(STEP_EVENT, 1).cast(pl.Int64, strict=False).alias("step"),
+            pl.col("ts_ns").alias("m_start"),
+            (pl.col("ts_ns") + pl.col("dur_ns")).alias("m_end"),
+        )
     )
     return marks if marks.height else None
 
@@ -402,15 +406,18 @@ def overlap_steps(events: pl.DataFrame, windows: Windows, cards: list[str]) -> p
     Without step boundaries (`capture`), the window is the span of the card's Overlap
     Analysis events themselves.
     """
-    ov = events.filter(
-        (pl.col("process") == OVERLAP_PROCESS)
-        & (pl.col("ph") == "X")
-        & pl.col("thread").is_in(list(OVERLAP_THREADS))
-        & pl.col("ts_ns").is_not_null()
-        & pl.col("dur_ns").is_not_null()
-        & (pl.col("dur_ns") >= 0)
-        & pl.col("card").is_in(cards)
-    ).select("card", "thread", pl.col("ts_ns").alias("s"), (pl.col("ts_ns") + pl.col("dur_ns")).alias("e"))
+    ov = (
+        events.filter(pl.col("process") == OVERLAP_PROCESS)
+        .filter(
+            (pl.col("ph") == "X")
+            & pl.col("thread").is_in(list(OVERLAP_THREADS))
+            & pl.col("ts_ns").is_not_null()
+            & pl.col("dur_ns").is_not_null()
+            & (pl.col("dur_ns") >= 0)
+            & pl.col("card").is_in(cards)
+        )
+        .select("card", "thread", pl.col("ts_ns").alias("s"), (pl.col("ts_ns") + pl.col("dur_ns")).alias("e"))
+    )
     if ov.height == 0:
         return empty_steps()
     have = ov["card"].unique().to_list()

@@ -43,7 +43,7 @@ from .communication import (
     read_db_communication,
 )
 from .csv_table import RowPolicy
-from .host_api import HOST_API_SCHEMA, host_api_from_events, read_api_statistic
+from .host_api import HOST_API_SCHEMA, has_host_events, host_api_from_events, read_api_statistic
 from .memory_views import (
     CURVE_SCHEMA,
     MEMORY_SCHEMA,
@@ -271,11 +271,24 @@ def _links_db(run: _Run, place: Place) -> pl.DataFrame | None:
     return links_view(matrix, "COMMUNICATION_TASK_INFO") if matrix is not None else None
 
 
+def _host_events(run: _Run) -> bool:
+    """Whether the profile's events hold `Level@api` host calls (asked once per run)."""
+    key = ("host_events", Path())
+    if key not in run.memo:
+        run.memo[key] = has_host_events(run.profile.events)
+    return bool(run.memo[key])
+
+
 def _host_text(run: _Run, place: Place) -> pl.DataFrame | None:
     files = place.files("api_statistic", "csv")
     if not files:
         return None
-    return run.table(files[0], "host API", lambda rows: read_api_statistic(files, place.card, run.host_card, rows))
+    got = run.table(files[0], "host API", lambda rows: read_api_statistic(files, place.card, run.host_card, rows))
+    if got is not None and set(got["card"].to_list()) == {"host"} and _host_events(run):
+        # msprof counts every card's calls together (Device_id `host`): with several cards the
+        # timeline's events say which card called what, and hold the same calls.
+        return None
+    return got
 
 
 def _host_db(run: _Run, place: Place) -> pl.DataFrame | None:
@@ -287,6 +300,8 @@ def _host_db(run: _Run, place: Place) -> pl.DataFrame | None:
         # The profile's events are this db's CANN_API already.
         cards = [place.card] if place.card is not None else None
         return host_api_from_events(profile.events, cards, "CANN_API")
+    if _host_events(run):
+        return None  # the timeline beside it holds the same calls: no second read of the db
 
     def read() -> pl.DataFrame:
         from .db import _Cards, _check_file, _Db, _events
@@ -454,7 +469,8 @@ def _derived(run: _Run) -> None:
             "communication derived from the tasks (no communication.json, CommAnalyzer tables, "
             "COMMUNICATION_OP or communication_statistic): counts and durations only"
         )
-    if profile.events is not None:
+    if profile.events is not None and "host" not in run.covered("host_api"):
+        # (`host` rows of an api_statistic count every card's calls: none are added per card.)
         covered = run.covered("host_api")
         left_host = [c for c in [*cards, "host"] if c not in covered]
         source = "CANN_API" if profile.source_kind == DB else "timeline"

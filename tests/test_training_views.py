@@ -984,3 +984,106 @@ def test_a_damaged_analysis_db_is_a_note(tmp_path):
     sources = dict(zip(views.steps["card"], views.steps["source"]))
     assert sources == {"0": "tasks, steps by Step Id", "1": "analysis.db StepTraceTime"}
     assert set(views.communication.filter(pl.col("card") == "0")["source"]) == {"COMMUNICATION_OP"}
+
+
+# --------------------------------------------------------------------------- msprof text files
+
+
+def _msprof_out(root: Path) -> Path:
+    return next(root.rglob("mindstudio_profiler_output"))
+
+
+def test_msprof_statistics_files(tmp_path):
+    """msprof's api_statistic_<ts>.csv, communication_statistic_<ts>.csv, npu_module_mem_<ts>.csv
+    (headers of msprof's assemblers): the newest export of each is read, units converted."""
+    g = generate(tmp_path, layout="era_b", cards=1, steps=2, ops_per_step=80, timeline=False)
+    out = _msprof_out(g.root)
+    header = "Device_id,Level,API Name,Time(us),Count,Avg(us),Min(us),Max(us),Variance\n"
+    (out / "api_statistic_20240101000000.csv").write_text(header + "host,acl,aclOld,1,1,1,1,1,0\n")
+    (out / "api_statistic_20240605100000.csv").write_text(
+        header
+        + "host,acl,aclopCompileAndExecute,2500.5,25,100.02,50,400.25,9.5\nhost,runtime,rtKernelLaunch,80,40,2,1,3,0\n"
+    )
+    (out / "communication_statistic_20240605100000.csv").write_text(
+        "Device_id,OP Type,Count,Total Time(us),Min Time(us),Avg Time(us),Max Time(us),Ratio(%)\n"
+        "0,hcom_allReduce_,4,1234.5,100,308.625,500,80\n0,hcom_broadcast_,1,300,300,300,300,20\n"
+    )
+    (out / "npu_module_mem_20240605100000.csv").write_text(
+        "Device_id,Component,Timestamp(us),Total Reserved(KB),Device\n"
+        "0,APP,1717575960208020.750\t,1048576,NPU:0\n0,APP,1717575960228020.750\t,2097152,NPU:0\n"
+        "0,HCCL,1717575960208020.750\t,4096,NPU:0\n"
+    )
+    views = _views(g.root)
+    api = {r["api"]: r for r in views.host_api.to_dicts()}
+    assert set(api) == {"aclopCompileAndExecute", "rtKernelLaunch"}
+    assert api["aclopCompileAndExecute"] == {
+        "card": "0",
+        "api": "aclopCompileAndExecute",
+        "level": "AscendCL",
+        "count": 25,
+        "total_us": 2500.5,
+        "avg_us": 100.02,
+        "max_us": 400.25,
+        "source": "api_statistic_20240605100000.csv",
+    }
+    assert api["rtKernelLaunch"]["level"] == "Runtime"
+    comm = {r["op_type"]: r for r in views.communication.to_dicts()}
+    assert comm["allReduce"]["count"] == 4 and comm["allReduce"]["total_us"] == 1234.5
+    assert comm["allReduce"]["op_name"] is None and comm["broadcast"]["total_us"] == 300
+    assert "communication: communication_statistic_20240605100000.csv" in views.found
+    (memory,) = views.memory.to_dicts()
+    assert memory["component"] == "APP" and memory["peak_allocated_mb"] is None
+    assert memory["peak_reserved_mb"] == 2048.0 and memory["app_reserved_mb"] == 2048.0  # KB / 1024
+    assert views.memory_curve["reserved_mb"].to_list() == [1024.0, 2048.0]
+    assert views.memory_curve["ts_ns"].to_list() == [1717575960208020750, 1717575960228020750]
+
+
+def test_merged_api_statistic_counts_every_card_once(tmp_path):
+    """An Era B api_statistic says `host` for every card's calls: with a timeline the per-card
+    events are used instead, without one its rows stay `host`; never both."""
+    header = "Device_id,Level,API Name,Time(us),Count,Avg(us),Min(us),Max(us),Variance\n"
+    for timeline in (True, False):
+        g = generate(tmp_path / str(timeline), layout="era_b", cards=2, steps=2, ops_per_step=80, timeline=timeline)
+        (_msprof_out(g.root) / "api_statistic_20240605100000.csv").write_text(header + "host,acl,aclFoo,10,2,5,4,6,1\n")
+        views = _views(g.root)
+        sources = set(views.host_api["source"].to_list())
+        if timeline:
+            assert sources == {"timeline"} and "aclFoo" not in views.host_api["api"].to_list()
+            assert set(views.host_api["card"].to_list()) <= {"0", "1", "host"}
+        else:
+            assert sources == {"api_statistic_20240605100000.csv"}
+            assert views.host_api["card"].to_list() == ["host"]
+
+
+def test_steps_by_profile_step_events_of_a_paddle_trace():
+    """Paddle's `ProfileStep#100[3.735 ms]` events mark the steps of a CPU trace."""
+    profile = _open(REAL.parent / "paddle_cpu")
+    views = read_training_views(profile)
+    assert views.steps["step"].to_list() == [100, 101]
+    assert set(views.steps["source"].to_list()) == {"tasks, steps by ProfilerStep"}
+    events = profile.events.filter(pl.col("name").str.starts_with("ProfileStep#")).sort("ts_ns")
+    tasks = [(s, s + round(d * 1000), False) for s, d in profile.tasks.select("start_ns", "duration_us").iter_rows()]
+    for row, (ts, dur) in zip(views.steps.to_dicts(), events.select("ts_ns", "dur_ns").iter_rows()):
+        mine = [t for t in tasks if ts <= t[0] < ts + dur]
+        lo, hi = min(s for s, _, _ in mine), max(e for _, e, _ in mine)
+        truth = _step_truth(mine, lo, hi)
+        for key, value in truth.items():
+            assert _close(row[key], value), key
+
+
+def test_analysis_db_sizes_in_bytes_are_told_by_its_bandwidth(tmp_path):
+    """Older msprof docs give CommAnalyzer transit_size in bytes: the table's own bandwidth
+    column (GB/s) tells bytes from MB, and both read as the same MB."""
+    copy = tmp_path / "db"
+    shutil.copytree(DB2025 / "level1", copy)
+    for _, out in _ranks(copy):
+        target = out / "analysis.db"
+        os.chmod(target, 0o644)
+        with sqlite3.connect(target) as con:
+            con.execute("UPDATE CommAnalyzerBandwidth SET transit_size = transit_size * 1000000")
+            con.execute("UPDATE CommAnalyzerMatrix SET transit_size = transit_size * 1000000")
+    bytes_views = _views(copy)
+    mb_views = _views(DB2025 / "level1")
+    assert any("sizes are in bytes" in n for n in bytes_views.notes)
+    for view in ("bandwidth", "links", "communication"):
+        assert_frame_equal(getattr(bytes_views, view), getattr(mb_views, view), check_exact=False, rel_tol=1e-9)
