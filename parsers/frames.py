@@ -14,11 +14,11 @@ from .columns import (
     MARKER_TASKS,
     MEMCPY_TASKS,
     STAT_ORDER,
-    SYNC_TASKS,
-    UNKNOWN,
     STAT_SCHEMA,
+    SYNC_TASKS,
     TASK_ORDER,
     TASK_SCHEMA,
+    UNKNOWN,
 )
 
 

@@ -22,11 +22,10 @@ from pathlib import Path
 import orjson
 import polars as pl
 import pytest
+from unpriv import cli_env, make_dir, open_unprivileged, run_python, snapshot, unpriv, world_dir  # noqa: F401 - fixtures
 
 from npuscope.parsers import FrameCache, ProfileError, open_profile
 from npuscope.parsers.cache import _KEY
-from unpriv import cli_env, make_dir, open_unprivileged, run_python, snapshot
-from unpriv import unpriv, world_dir  # noqa: F401 - fixtures
 
 GOLDEN = Path("msprof_golden") / "mindstudio_profiler_output"
 OP_SUMMARY = "op_summary_20240605100000.csv"

@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("paddle")
+# Real components (Paddle training, sshd, tmux): `-m 'not slow'` leaves them out of a quick run.
+pytestmark = pytest.mark.slow
 
 from npuscope.capture import BOOTSTRAP_PATH, bootstrap_source  # noqa: E402
 from npuscope.parsers import open_profile  # noqa: E402

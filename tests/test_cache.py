@@ -19,11 +19,20 @@ from pathlib import Path
 import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
+from unpriv import (  # noqa: F401 - fixtures
+    cli_env,
+    make_dir,
+    make_read_only,
+    make_writable,
+    open_unprivileged,
+    run_python,
+    snapshot,
+    unpriv,
+    world_dir,
+)
 
 from npuscope.parsers import FrameCache, open_profile
 from npuscope.parsers.cache import _KEY, default_dir
-from unpriv import cli_env, make_dir, make_read_only, make_writable, open_unprivileged, run_python, snapshot
-from unpriv import unpriv, world_dir  # noqa: F401 - fixtures
 
 MSOUT = "mindstudio_profiler_output"
 OP_SUMMARY = "op_summary_20240605100000.csv"

@@ -22,13 +22,12 @@ import orjson
 import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
+from unpriv import NOBODY, make_dir, make_writable, open_unprivileged, run_python, unpriv, world_dir  # noqa: F401 - fixtures
 
 from npuscope.analysis import diagnose
 from npuscope.fixtures.demo_profile import ensure_demo
 from npuscope.parsers import FrameCache, open_profile
 from npuscope.parsers.cache import _KEY
-from unpriv import NOBODY, make_dir, make_writable, open_unprivileged, run_python
-from unpriv import unpriv, world_dir  # noqa: F401 - fixtures
 
 MSOUT = "mindstudio_profiler_output"
 OP_SUMMARY = "op_summary_20240605100000.csv"

@@ -114,6 +114,7 @@ async def test_c_opens_the_capture_screen_and_esc_leaves(tmp_path):
         assert isinstance(app.screen, MainScreen) and app.is_running
 
 
+@pytest.mark.slow
 async def test_local_capture_opens_in_the_explorer_and_is_remembered(tmp_path):
     app = _app(tmp_path)
     command = _command(TINY, *TINY_ARGS)
@@ -212,6 +213,7 @@ def test_build_spec_reads_the_form():
         build_spec("", {"command": "python t.py"})
 
 
+@pytest.mark.slow
 async def test_failing_command_shows_the_failure_and_the_log_tail(tmp_path):
     script = tmp_path / "failing_train.py"
     script.write_text('print("loading the data", flush=True)\nraise RuntimeError("boom in training [bold]x[/bold] [cfg]")\n')
@@ -263,6 +265,7 @@ async def test_host_change_fills_remembered_values(tmp_path):
         assert values["steps"] == "4"
 
 
+@pytest.mark.slow
 async def test_leaving_keeps_the_job_runs_reattaches_and_cancels(tmp_path):
     script = tmp_path / "slow_train.py"
     script.write_text('import time\nprint("warming up slowly", flush=True)\ntime.sleep(600)\n')
@@ -310,6 +313,7 @@ async def test_leaving_keeps_the_job_runs_reattaches_and_cancels(tmp_path):
             await session.cancel(spec, run_id)
 
 
+@pytest.mark.slow
 async def test_capture_over_ssh_opens_in_the_explorer(tmp_path, sshd):
     from sshd_server import HOST
 
@@ -335,6 +339,7 @@ async def test_capture_over_ssh_opens_in_the_explorer(tmp_path, sshd):
         assert load_remembered(HOST)["command"] == _command(TINY, *TINY_ARGS)
 
 
+@pytest.mark.slow
 async def test_two_hosts_in_the_host_field_capture_both_and_open_every_card(tmp_path, sshd):
     from sshd_server import HOST
 

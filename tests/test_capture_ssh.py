@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("paddle")
+# Real components (Paddle training, sshd, tmux): `-m 'not slow'` leaves them out of a quick run.
+pytestmark = pytest.mark.slow
 
 from sshd_server import HOST, NOKEY, UNKNOWN  # noqa: E402
 

@@ -17,14 +17,12 @@ import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from unpriv import make_dir, run_python, snapshot, unpriv, world_dir  # noqa: F401 - fixtures
 
 from npuscope.parsers import ProfileError
 from npuscope.parsers import db as dbmod
 from npuscope.parsers.columns import EVENT_SCHEMA, STEP_SCHEMA, TASK_ORDER, TASK_SCHEMA, UNKNOWN
 from npuscope.parsers.db import DB_NAME_RE, DbExport, is_db_export, read_db
-
-from unpriv import make_dir, run_python, snapshot
-from unpriv import unpriv, world_dir  # noqa: F401 - fixtures
 
 TORCH = "real/torch_npu_2025_db/level{level}/rank{rank}_ascend_pt/ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_{rank}.db"
 REAL = {

@@ -17,10 +17,10 @@ from npuscope.analysis import diagnose
 from npuscope.fixtures.demo_profile import ensure_demo
 from npuscope.parsers import FrameCache, open_profile
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(
     shutil.which("tmux") is None and not os.environ.get("CI"),
     reason="tmux is not installed (.ci/run installs it; in CI this test must run)",
-)
+)]
 
 
 class Terminal:

@@ -9,12 +9,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from tiny import profile, task
 
 from npuscope.analysis import diagnose, export
 from npuscope.analysis.export import export_dir, export_table, write_text_atomic
 from npuscope.parsers import ProfileError
-
-from tiny import profile, task
 
 FRAME = pl.DataFrame(
     {

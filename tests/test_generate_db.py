@@ -19,9 +19,10 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
+
 from npuscope.fixtures import generate as gen
 from npuscope.fixtures import generate_db as gdb
-from polars.testing import assert_frame_equal
 
 DEFAULT = ("recompilation", "host_op_wait", "ai_cpu", "long_task", "dominant_op_type")
 SAMPLE_TORCH = Path("torch_npu_2025_db/level1/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_0.db")

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+import pkgutil
 import subprocess
 import sys
 
 import pytest
-
-import pkgutil
 
 import npuscope.analysis
 import npuscope.capture

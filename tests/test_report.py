@@ -6,13 +6,12 @@ import subprocess
 import sys
 
 import pytest
+from tiny import profile, task
 
 from npuscope.analysis import diagnose
 from npuscope.analysis.op_report import find_task, op_report
 from npuscope.fixtures.demo_profile import ensure_demo
 from npuscope.parsers import FrameCache, ProfileError, open_profile
-
-from tiny import profile, task
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:

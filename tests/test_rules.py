@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
+from tiny import event, profile, task
 
 from npuscope.analysis import Thresholds, diagnose
 from npuscope.parsers import ProfileError
-
-from tiny import event, profile, task
 
 
 def _rule(diag, rule):

@@ -6,10 +6,9 @@ import warnings
 from pathlib import Path
 
 import pytest
+from pilot_helpers import wait_loaded
 
 from npuscope.tui.app import NpuscopeApp
-
-from pilot_helpers import wait_loaded
 
 SAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "samples"
 REAL = SAMPLES / "real"

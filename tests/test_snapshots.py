@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from pilot_helpers import wait_loaded
+
 from npuscope.fixtures.demo_profile import ensure_demo
 from npuscope.tui.app import NpuscopeApp
 from npuscope.tui.widgets.cards_pane import CardsPane
-
-from pilot_helpers import wait_loaded
 
 
 def _app() -> NpuscopeApp:

@@ -96,7 +96,7 @@ def make_dir(path: Path, mode: int) -> Path:
 
 
 def make_read_only(root: Path) -> None:
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, _dirnames, filenames in os.walk(root):
         for n in filenames:
             os.chmod(os.path.join(dirpath, n), 0o444)
     for dirpath, dirnames, _ in os.walk(root, topdown=False):
@@ -159,7 +159,7 @@ def _probe(kw: dict) -> str | None:
         if r.returncode in PROBE_FAILURES:
             return PROBE_FAILURES[r.returncode]
         if r.returncode != 0:
-            return (r.stderr.strip().splitlines() or ["exit %d" % r.returncode])[-1]
+            return (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]
         return None
     finally:
         make_writable(d)
