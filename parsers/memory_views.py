@@ -248,7 +248,9 @@ def framework_component(components: list[str]) -> str | None:
 
 
 def chosen_records(records: pl.DataFrame) -> pl.DataFrame:
-    """Per card, the rows of its framework component (APP's when it records nothing else)."""
+    """Per card, the rows of its framework component (APP's when it records nothing else); a
+    component whose name is lost (an unknown string id) is `unknown`."""
+    records = records.with_columns(pl.col("component").fill_null("unknown"))
     parts = []
     for card in records["card"].unique().to_list():
         mine = records.filter(pl.col("card") == card)

@@ -110,10 +110,6 @@ class _Run:
         cards = self.profile.cards
         return cards[0] if len(cards) == 1 else "host"
 
-    def rows(self) -> RowPolicy:
-        policy = RowPolicy(strict=self.reading.strict)
-        return policy
-
     def once(self, kind: str, path: Path, what: str, read: Callable[[], object]) -> object:
         """`read()` of a file at most once per run (None, with a note, when it fails)."""
         key = (kind, path)
@@ -123,7 +119,7 @@ class _Run:
 
     def table(self, path: Path, what: str, read: Callable[[RowPolicy], pl.DataFrame]) -> pl.DataFrame | None:
         """A CSV read with the row policy; its notes (damaged rows skipped) kept."""
-        policy = self.rows()
+        policy = RowPolicy(strict=self.reading.strict)
         got = self.reading.attempt(path, what, lambda: read(policy))
         for n in policy.notes:
             self.reading.note(n)

@@ -1087,3 +1087,38 @@ def test_analysis_db_sizes_in_bytes_are_told_by_its_bandwidth(tmp_path):
     assert any("sizes are in bytes" in n for n in bytes_views.notes)
     for view in ("bandwidth", "links", "communication"):
         assert_frame_equal(getattr(bytes_views, view), getattr(mb_views, view), check_exact=False, rel_tol=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("db", "sql", "view"),
+    [
+        ("analysis.db", "UPDATE CommAnalyzerTime SET elapse_time = -5 WHERE rowid = 1", "communication"),
+        ("analysis.db", "UPDATE CommAnalyzerTime SET elapse_time = 'abc'", "communication"),
+        ("analysis.db", "UPDATE StepTraceTime SET computing = 1e400", "steps"),
+        ("analysis.db", "UPDATE StepTraceTime SET step = 'x12'", "steps"),
+        ("analysis.db", "UPDATE CommAnalyzerMatrix SET src_rank = 'r0' WHERE rowid = 2", "links"),
+        ("analysis.db", "DROP TABLE CommAnalyzerBandwidth", None),
+        ("profiler", "UPDATE MEMORY_RECORD SET totalReserved = 1e400 WHERE rowid = 3", "memory"),
+        ("profiler", "UPDATE OP_MEMORY SET size = -1e300 WHERE rowid = 1", "memory_top_ops"),
+        ("profiler", "UPDATE MEMORY_RECORD SET component = 999999", None),
+        ("profiler", "DROP TABLE ENUM_MODULE", None),
+    ],
+)
+def test_hostile_db_values_are_notes(tmp_path, db, sql, view):
+    """A damaged value in a db table: a note naming the file, the next source; strict: one line."""
+    copy = tmp_path / "db"
+    shutil.copytree(DB2025 / "level1", copy)
+    out = copy / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    target = out / ("analysis.db" if db == "analysis.db" else "ascend_pytorch_profiler_0.db")
+    os.chmod(target, 0o644)
+    with sqlite3.connect(target) as con:
+        con.execute(sql)
+    profile = _open(copy)
+    views = read_training_views(profile)
+    for name in VIEWS:
+        assert getattr(views, name).schema == pl.Schema(SCHEMAS[name])
+    if view is not None:
+        assert any(target.name in n and "\n" not in n for n in views.notes), views.notes
+        with pytest.raises(ProfileError) as err:
+            read_training_views(profile, strict=True)
+        assert "\n" not in str(err.value)
