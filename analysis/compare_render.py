@@ -7,6 +7,7 @@ for people (the `compare` command and the explorer's compare screen). The number
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any, Literal
 
 from npuscope.text import printable
@@ -62,14 +63,7 @@ def _finding_json(f: Finding) -> dict[str, Any]:
 
 
 def _run_json(r: Run) -> dict[str, Any]:
-    return {
-        "path": r.path,
-        "capture": r.capture,
-        "layout": r.layout,
-        "era": r.era,
-        "cards": list(r.cards),
-        "tasks_from": r.tasks_from,
-    }
+    return {**asdict(r), "cards": list(r.cards)}  # the fields in their order: path ... tasks_from
 
 
 def comparison_json(c: Comparison) -> dict[str, Any]:

@@ -7,7 +7,8 @@ the capture layer can then trust the spec.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+import shlex
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -132,6 +133,59 @@ def whole(what: str, text: object) -> int:
     """A whole number typed into the capture screen; a usage error naming `what` otherwise."""
     try:
         return whole_number(str(text))
+    except ValueError as exc:
+        raise usage_error(f"{what}: {exc}") from None
+
+
+# The capture screen's fields as the form shows them, before the user changes any.
+FORM_DEFAULTS: dict[str, object] = {
+    "workdir": "",
+    "command": "",
+    "device": "npu",
+    "start_step": "100",
+    "steps": "1",
+    "jit_compile": "leave",
+    "env": "",
+    "msprof": "",
+    "stop": True,
+    "out": DEFAULT_OUT,
+}
+
+
+def spec_from_form(
+    host: str, values: Mapping[str, object], *, ssh_config: str | None = None, remote_root: str = DEFAULT_REMOTE_ROOT
+) -> CaptureSpec:
+    """The capture screen's form (its fields as text, FORM_DEFAULTS for those not given) as a
+    checked `CaptureSpec`; any mistake is a `CaptureError` of one line."""
+    values = {**FORM_DEFAULTS, **values}
+    command = _split("training command", str(values.get("command", "")))
+    if not command:
+        raise usage_error("the training command is empty: give PYTHON SCRIPT [ARGS...]")
+    try:
+        env = parse_env(_split("extra environment", str(values.get("env", ""))))
+    except CaptureError as exc:
+        raise usage_error(f"extra environment: {exc}") from None
+    jit = values.get("jit_compile", "leave")
+    return requested(
+        parse_hosts(host) or (host.strip(),),  # `h1,h2`: one run on each host, fetched into one capture
+        command,
+        workdir=str(values.get("workdir", "")).strip(),
+        device=values.get("device", "npu"),
+        start_step=whole("start step", values.get("start_step", "")),
+        steps=whole("steps", values.get("steps", "")),
+        jit_compile=None if jit in ("leave", None) else jit,
+        env=env,
+        msprof=str(values.get("msprof", "")).strip(),
+        keep_running=not values.get("stop", True),
+        out=str(values.get("out", "")).strip() or DEFAULT_OUT,
+        ssh_config=ssh_config,
+        remote_root=remote_root,
+    )
+
+
+def _split(what: str, text: str) -> list[str]:
+    try:
+        return shlex.split(str(text))
     except ValueError as exc:
         raise usage_error(f"{what}: {exc}") from None
 

@@ -17,10 +17,10 @@ from pilot_helpers import wait_loaded
 
 from npuscope.capture import session
 from npuscope.capture.hosts import load_remembered, remember
-from npuscope.capture.spec import CaptureError, CaptureSpec
+from npuscope.capture.spec import CaptureError, CaptureSpec, spec_from_form
 from npuscope.fixtures.demo_profile import ensure_demo
 from npuscope.tui.app import NpuscopeApp
-from npuscope.tui.screens.capture_screen import CaptureScreen, build_spec
+from npuscope.tui.screens.capture_screen import CaptureScreen
 from npuscope.tui.screens.main_screen import MainScreen
 
 pytest.importorskip("paddle")
@@ -195,7 +195,7 @@ async def test_validation_error_shows_one_line_and_starts_nothing(tmp_path, chan
 
 
 def test_build_spec_reads_the_form():
-    spec = build_spec(" trainer ", {
+    spec = spec_from_form(" trainer ", {
         "command": "python3 train.py --config 'a b.yaml'", "workdir": " /data/job ", "device": "gpu",
         "start_step": " 50 ", "steps": "3", "jit_compile": "off", "env": "A=1 B='x y'", "msprof": "",
         "stop": False, "out": "",
@@ -205,12 +205,12 @@ def test_build_spec_reads_the_form():
     assert (spec.start_step, spec.steps, spec.jit_compile) == (50, 3, "off")
     assert spec.env == (("A", "1"), ("B", "x y")) and spec.keep_running and spec.out == "captures"
     assert spec.remote_root == "/tmp/r"
-    assert build_spec("h", {"command": "python t.py", "jit_compile": "leave"}).jit_compile is None
+    assert spec_from_form("h", {"command": "python t.py", "jit_compile": "leave"}).jit_compile is None
     with pytest.raises(CaptureError, match="steps: not a whole number: 'two'") as err:
-        build_spec("h", {"command": "python t.py", "steps": "two"})
+        spec_from_form("h", {"command": "python t.py", "steps": "two"})
     assert err.value.code == 2
     with pytest.raises(CaptureError, match="not a host name"):
-        build_spec("", {"command": "python t.py"})
+        spec_from_form("", {"command": "python t.py"})
 
 
 @pytest.mark.slow

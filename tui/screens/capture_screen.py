@@ -1,6 +1,6 @@
 """The capture screen: profile a window of a training job on a host, then open what was fetched.
 
-A form describes the capture (`CaptureSpec`); Start runs `npuscope.capture.session.capture` on
+A form describes the capture (`CaptureSpec`, built by `capture.spec.spec_from_form`); Start runs `npuscope.capture.session.capture` on
 the app's event loop in a worker and shows its events: the phase, a progress bar, the elapsed
 time and the job's log. The job on the host is detached: leaving the screen stops following it,
 never the job itself; Runs lists the host's runs, and picking one follows it again (its log from
@@ -17,7 +17,6 @@ fetched folder opens in the explorer.
 
 from __future__ import annotations
 
-import shlex
 import time
 from collections.abc import Iterable
 
@@ -34,21 +33,9 @@ from textual.widgets.option_list import Option
 
 from npuscope.capture import hosts as remembered
 from npuscope.capture import session
+from npuscope.capture import spec as capture_spec
 from npuscope.capture.events import PHASES, Event, LogLine, PhaseStarted, Progressed, RunStarted
 from npuscope.capture.runs import RunInfo
-from npuscope.capture.spec import (
-    DEFAULT_MSPROF,
-    DEFAULT_OUT,
-    DEFAULT_REMOTE_ROOT,
-    DEVICES,
-    CaptureError,
-    CaptureSpec,
-    parse_env,
-    parse_hosts,
-    requested,
-    usage_error,
-    whole,
-)
 
 from ..explorer import explorer
 
@@ -56,47 +43,7 @@ JIT_CHOICES = (("leave as is", "leave"), ("on", "on"), ("off", "off"))
 LOG_LINES = 5000
 # Remembered per host: every field but the host itself (values as the form shows them).
 FIELDS = ("workdir", "command", "device", "start_step", "steps", "jit_compile", "env", "msprof", "stop", "out")
-DEFAULTS = {
-    "workdir": "", "command": "", "device": "npu", "start_step": "100", "steps": "1",
-    "jit_compile": "leave", "env": "", "msprof": "", "stop": True, "out": DEFAULT_OUT,
-}
 WIDGET_IDS = {name: name.replace("_", "-") for name in FIELDS}
-
-
-def build_spec(host: str, values: dict, *, ssh_config: str | None = None,
-               remote_root: str = DEFAULT_REMOTE_ROOT) -> CaptureSpec:
-    """The form's text as a checked `CaptureSpec`; any mistake is a `CaptureError` of one line."""
-    values = {**DEFAULTS, **values}
-    command = _split("training command", values.get("command", ""))
-    if not command:
-        raise usage_error("the training command is empty: give PYTHON SCRIPT [ARGS...]")
-    try:
-        env = parse_env(_split("extra environment", values.get("env", "")))
-    except CaptureError as exc:
-        raise usage_error(f"extra environment: {exc}") from None
-    jit = values.get("jit_compile", "leave")
-    return requested(
-        parse_hosts(host) or (host.strip(),),  # `h1,h2`: one run on each host, fetched into one capture
-        command,
-        workdir=str(values.get("workdir", "")).strip(),
-        device=values.get("device", "npu"),
-        start_step=whole("start step", values.get("start_step", "")),
-        steps=whole("steps", values.get("steps", "")),
-        jit_compile=None if jit in ("leave", None) else jit,
-        env=env,
-        msprof=str(values.get("msprof", "")).strip(),
-        keep_running=not values.get("stop", True),
-        out=str(values.get("out", "")).strip() or DEFAULT_OUT,
-        ssh_config=ssh_config,
-        remote_root=remote_root,
-    )
-
-
-def _split(what: str, text: str) -> list[str]:
-    try:
-        return shlex.split(str(text))
-    except ValueError as exc:
-        raise usage_error(f"{what}: {exc}") from None
 
 
 class CaptureScreen(Screen):
@@ -108,7 +55,7 @@ class CaptureScreen(Screen):
         Binding("escape,q", "close", "Close"),
     ]
 
-    def __init__(self, *, ssh_config: str | None = None, remote_root: str = DEFAULT_REMOTE_ROOT,
+    def __init__(self, *, ssh_config: str | None = None, remote_root: str = capture_spec.DEFAULT_REMOTE_ROOT,
                  host: str | None = None) -> None:
         super().__init__()
         self.ssh_config = ssh_config
@@ -140,19 +87,19 @@ class CaptureScreen(Screen):
             yield Input(placeholder="PYTHON SCRIPT [ARGS...]   e.g. python train.py --config a.yaml",
                         id="command", compact=True, classes="wide")
             yield Label("Device")
-            yield Select([(d, d) for d in DEVICES], value="npu", allow_blank=False, id="device", compact=True)
+            yield Select([(d, d) for d in capture_spec.DEVICES], value="npu", allow_blank=False, id="device", compact=True)
             yield Label("JIT compile")
             yield Select(JIT_CHOICES, value="leave", allow_blank=False, id="jit-compile", compact=True)
             yield Label("Start step")
-            yield Input(str(DEFAULTS["start_step"]), type="integer", id="start-step", compact=True)
+            yield Input(str(capture_spec.FORM_DEFAULTS["start_step"]), type="integer", id="start-step", compact=True)
             yield Label("Steps")
-            yield Input(str(DEFAULTS["steps"]), type="integer", id="steps", compact=True)
+            yield Input(str(capture_spec.FORM_DEFAULTS["steps"]), type="integer", id="steps", compact=True)
             yield Label("Environment")
             yield Input(placeholder="KEY=VALUE KEY2=VALUE2", id="env", compact=True, classes="wide")
             yield Label("msprof")
-            yield Input(placeholder=DEFAULT_MSPROF, id="msprof", compact=True)
+            yield Input(placeholder=capture_spec.DEFAULT_MSPROF, id="msprof", compact=True)
             yield Label("Output folder")
-            yield Input(DEFAULT_OUT, id="out", compact=True)
+            yield Input(capture_spec.DEFAULT_OUT, id="out", compact=True)
             yield Label("")
             yield Checkbox("Stop the job after the capture (off: training goes on)", value=True, id="stop",
                            compact=True, classes="wide")
@@ -203,7 +150,7 @@ class CaptureScreen(Screen):
             if isinstance(widget, Checkbox):
                 widget.value = bool(value)
             elif isinstance(widget, Select):
-                options = DEVICES if name == "device" else [v for _, v in JIT_CHOICES]
+                options = capture_spec.DEVICES if name == "device" else [v for _, v in JIT_CHOICES]
                 if value in options:
                     widget.value = value
             elif isinstance(value, (str, int)) and not isinstance(value, bool):
@@ -215,7 +162,7 @@ class CaptureScreen(Screen):
 
     def fill_from_remembered(self, host: str) -> bool:
         """Put the values last used for `host` into the form (once per host change)."""
-        host = ",".join(parse_hosts(host)) or host  # `h1, h2` is remembered as h1,h2
+        host = ",".join(capture_spec.parse_hosts(host)) or host  # `h1, h2` is remembered as h1,h2
         if host == self._filled_for:
             return False
         self._filled_for = host
@@ -318,9 +265,9 @@ class CaptureScreen(Screen):
             self.set_status(f"a capture is in progress ({self._following_text()}); cancel it or wait", error=True)
             return
         try:
-            spec = build_spec(self.host, self.form_values(), ssh_config=self.ssh_config,
+            spec = capture_spec.spec_from_form(self.host, self.form_values(), ssh_config=self.ssh_config,
                               remote_root=self.remote_root)
-        except CaptureError as exc:
+        except capture_spec.CaptureError as exc:
             self.set_status(str(exc), error=True)
             return
         self.following = None
@@ -341,19 +288,21 @@ class CaptureScreen(Screen):
         self.set_status(f"following run {run.id} on {spec.host}{note}")
         self._follow(spec, run.id, generation, None)
 
-    def host_spec(self, host: str, **fields) -> CaptureSpec:
+    def host_spec(self, host: str, **fields) -> capture_spec.CaptureSpec:
         """A spec that only says where runs live (listing, following, cancelling a run)."""
-        return CaptureSpec(host=host, command=(), ssh_config=self.ssh_config,
+        return capture_spec.CaptureSpec(host=host, command=(), ssh_config=self.ssh_config,
                            remote_root=self.remote_root, **fields)
 
     def _out_folder(self) -> str:
-        return self.query_one("#out", Input).value.strip() or DEFAULT_OUT
+        return self.query_one("#out", Input).value.strip() or capture_spec.DEFAULT_OUT
 
     def _following_text(self) -> str:
         return f"run {self.following[1]} on {self.following[0]}" if self.following else "starting"
 
     @work(exclusive=True, group="capture", exit_on_error=False, description="capture")
-    async def _follow(self, spec: CaptureSpec, run_id: str | None, generation: int, values: dict | None) -> None:
+    async def _follow(
+        self, spec: capture_spec.CaptureSpec, run_id: str | None, generation: int, values: dict | None
+    ) -> None:
         def emit(event: Event) -> None:
             if generation == self._generation:
                 self.show_event(event)
@@ -363,7 +312,7 @@ class CaptureScreen(Screen):
                 outcome = await session.capture(spec, emit)
             else:
                 outcome = await session.attach(spec, run_id, emit)
-        except CaptureError as exc:
+        except capture_spec.CaptureError as exc:
             if generation == self._generation:
                 self._failed(str(exc), exc.log_tail)
             return
@@ -385,7 +334,7 @@ class CaptureScreen(Screen):
             log.write_lines(tail)
         self.set_status(message, error=True)
 
-    def _succeeded(self, spec: CaptureSpec, outcome: session.Outcome, values: dict | None) -> None:
+    def _succeeded(self, spec: capture_spec.CaptureSpec, outcome: session.Outcome, values: dict | None) -> None:
         self._end()
         self.outcome = outcome
         self.query_one("#capture-bar", ProgressBar).update(total=1, progress=1)
@@ -406,7 +355,7 @@ class CaptureScreen(Screen):
         if not host:
             self.set_status("give a host first", error=True)
             return
-        if len(parse_hosts(host)) > 1:
+        if len(capture_spec.parse_hosts(host)) > 1:
             self.set_status("Runs lists the runs of one host: give a single host", error=True)
             return
         self.set_status(f"listing the runs on {host} …")
@@ -470,7 +419,7 @@ class CaptureScreen(Screen):
         """Await a short remote call; on failure show one line and return None."""
         try:
             return await call
-        except CaptureError as exc:
+        except capture_spec.CaptureError as exc:
             self.set_status(str(exc), error=True)
         except Exception as exc:  # anything unexpected: one line, never a traceback
             self.set_status(f"{what}: {type(exc).__name__}: {exc}", error=True)
