@@ -8,14 +8,14 @@ import sys
 
 import orjson
 
+from npuscope.analysis import Thresholds
+from npuscope.analysis.compare import compare_runs, regression
+from npuscope.analysis.compare_render import comparison_json, render_comparison
+
 from .loading import profile_for_command
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    from npuscope.analysis import Thresholds
-    from npuscope.analysis.compare import compare_runs, regression
-    from npuscope.analysis.compare_render import comparison_json, render_comparison
-
     thresholds = Thresholds.from_file(args.rules)
     cards = None if args.card == "all" else (args.card,)
     with profile_for_command(args.base, capture=args.base_capture, no_cache=args.no_cache) as base:

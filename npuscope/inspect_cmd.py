@@ -6,6 +6,13 @@ import argparse
 import sys
 from pathlib import Path
 
+import polars as pl
+
+from npuscope.parsers import Profile
+from npuscope.parsers.frames import is_communication
+from npuscope.parsers.profile import LAYOUT_NAMES
+from npuscope.text import printable
+
 from .loading import profile_for_command
 
 
@@ -37,12 +44,7 @@ def run_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print(prof, args: argparse.Namespace) -> None:
-    import polars as pl
-
-    from npuscope.parsers.frames import is_communication
-    from npuscope.text import printable
-
+def _print(prof: Profile, args: argparse.Namespace) -> None:
     def out(text: str) -> None:  # folder, file and op names are untrusted text
         sys.stdout.write(printable(text))
     root = prof.path if prof.path.is_dir() else prof.path.parent
@@ -53,8 +55,6 @@ def _print(prof, args: argparse.Namespace) -> None:
             mark = "*" if cap is prof.capture else " "
             out(f"  {mark} [{i}] {cap.name}  ({cap.layout}, {len(cap.sources)} source(s))\n")
     out(f"capture   {prof.capture.name}\n")
-    from npuscope.parsers.profile import LAYOUT_NAMES
-
     out(f"layout    {LAYOUT_NAMES.get(prof.layout, prof.layout)}\n")
     out(f"era       {prof.era}\n")
     out(f"cards     {', '.join(prof.cards) or '-'}\n")

@@ -7,15 +7,15 @@ import sys
 
 import orjson
 
+from npuscope.analysis import Thresholds, diagnose
+from npuscope.analysis.op_report import find_task, op_report
+from npuscope.analysis.report import build_report, render
+from npuscope.parsers import ProfileError
+
 from .loading import profile_for_command
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from npuscope.analysis import Thresholds, diagnose
-    from npuscope.analysis.op_report import find_task, op_report
-    from npuscope.analysis.report import build_report, render
-    from npuscope.parsers import ProfileError
-
     thresholds = Thresholds.from_file(args.rules)
     with profile_for_command(
         args.path, capture=args.capture, no_cache=args.no_cache, timeline=not args.no_timeline,
