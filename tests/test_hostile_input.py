@@ -246,3 +246,13 @@ def test_exports_hold_no_escape_and_no_formula(tmp_path):
     assert {r["op_type"] for r in rows} == {"'=HYPERLINK(1)", "'@SUM"}
     assert rows[1]["op_name"] == "'+cmd"
     assert float(rows[0]["duration_us"]) == 1500.0  # numbers stay numbers
+
+
+@pytest.mark.parametrize("name", ["ascend_pytorch_profiler.db", "ascend_mindspore_profiler_3.db"])
+def test_db_exports_without_rank_or_from_mindspore_are_found(tmp_path, name):
+    real = SAMPLES / "real" / "torch_npu_2025_db" / "level1" / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    out = tmp_path / "run_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    out.mkdir(parents=True)
+    shutil.copy(real / "ascend_pytorch_profiler_0.db", out / name)
+    prof = _open(tmp_path)
+    assert prof.source_kind == "db" and prof.tasks.height == 191
