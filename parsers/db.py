@@ -37,7 +37,7 @@ from .columns import EVENT_SCHEMA, NULL_VALUES, STEP_SCHEMA, TASK_ORDER, TASK_SC
 from .errors import ProfileError, reading
 from .frames import canonical_tasks, communication_type, ns_to_us
 
-DB_NAME_RE = re.compile(r"^(?:msprof|ascend_pytorch_profiler|ascend_mindspore_profiler)(?:_\d+)?\.db$")
+DB_NAME_RE = re.compile(r"^(?:msprof_\d+|(?:ascend_pytorch|ascend_mindspore)_profiler(?:_\d+)?)\.db$")
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 # Times are epoch nanoseconds; anything outside [0, 2^62) (year 2116) is damage, and keeping

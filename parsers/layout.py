@@ -34,7 +34,7 @@ KIND_OF = {
 }
 # msprof `--type=db` (and beside the text export from CANN 8.x), torch_npu `export_type=db`.
 # MindSpore writes ascend_mindspore_profiler_<rank>.db; some torch_npu versions leave out the rank.
-DB_RE = re.compile(r"^(?:msprof|ascend_pytorch_profiler|ascend_mindspore_profiler)(?:_(\d+))?\.db$")
+DB_RE = re.compile(r"^(?:msprof_(\d+)|(?:ascend_pytorch|ascend_mindspore)_profiler(?:_(\d+))?)\.db$")
 PADDLE_SUFFIX = ".paddle_trace.json"
 TORCH_DIR_RE = re.compile(r"_ascend_(pt|ms)$")
 _MAX_DEPTH = 4
@@ -148,10 +148,11 @@ def pick_files(folder: Path) -> dict[str, tuple[Path, ...]]:
 
 
 def _number_in(pattern: re.Pattern[str], name: str) -> int:
-    """The number a name that `pattern` matched carries in its first group (-1: none)."""
+    """The number a name that `pattern` matched carries in its groups (-1: none)."""
     m = pattern.match(name)
     assert m is not None, name
-    return int(m.group(1)) if m.group(1) is not None else -1
+    number = next((g for g in m.groups() if g), None)
+    return int(number) if number is not None else -1
 
 
 def _entry_is_file(entry: os.DirEntry[str]) -> bool:
