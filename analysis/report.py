@@ -11,6 +11,7 @@ from typing import Any
 import polars as pl
 
 from npuscope.parsers import Profile
+from npuscope.parsers.training import TrainingViews, empty_views
 from npuscope.text import printable
 
 from .card_spread import card_spread, card_spread_json, spread_lines
@@ -18,6 +19,7 @@ from .diagnose import Diagnosis
 from .findings import SEVERITY_MARK
 from .table import table_for
 from .totals import card_summary
+from .training_report import card_views, training_lines
 
 SCHEMA = "npuscope.report/1"
 ROW_KEYS = (
@@ -47,7 +49,12 @@ def _top(frame: pl.DataFrame, by: str, n: int) -> pl.DataFrame:
     return frame.top_k(n, by=by).sort([by, "row"], descending=[True, False])
 
 
-def build_report(profile: Profile, diagnosis: Diagnosis, *, top: int = 10) -> dict[str, Any]:
+def build_report(
+    profile: Profile, diagnosis: Diagnosis, *, top: int = 10, views: TrainingViews | None = None
+) -> dict[str, Any]:
+    """The report of the diagnosed cards; `views` (read_training_views of the profile, read
+    by the caller) gives the training-level keys, empty without them."""
+    views = views if views is not None else empty_views()
     cards = []
     for card in diagnosis.cards:
         t = diagnosis.tasks.select("row", *ROW_KEYS, "wait_cause", "card").filter(pl.col("card") == card)
@@ -65,6 +72,7 @@ def build_report(profile: Profile, diagnosis: Diagnosis, *, top: int = 10) -> di
                 "top_duration": _rows(_top(t, "duration_us", top), ROW_KEYS),
                 "top_wait": _rows(_top(t, "wait_us", top), (*ROW_KEYS, "wait_cause")),
                 "findings": [{k: _clean(v) for k, v in f.to_dict().items()} for f in diagnosis.for_card(card)],
+                **card_views(views, card, top),
             }
         )
     return {
@@ -80,6 +88,8 @@ def build_report(profile: Profile, diagnosis: Diagnosis, *, top: int = 10) -> di
             "skipped_rows": profile.skipped_rows,
             "time_problem": profile.time_problem,
             "notes": list(profile.notes),
+            "views": list(views.found),
+            "view_notes": list(views.notes),
         },
         "thresholds": {k: getattr(diagnosis.thresholds, k) for k in diagnosis.thresholds.__dataclass_fields__},
         "cards": cards,
@@ -94,7 +104,7 @@ def render(report: dict[str, Any], fmt: str) -> str:
     src = report["source"]
     out.append(("# npuscope report: " if md else "npuscope report: ") + src["capture"])
     out.append(f"{src['path']}  ({src['layout']}, {src['era']})")
-    for note in src.get("notes", []):
+    for note in [*src.get("notes", []), *src.get("view_notes", [])]:
         out.append(("- note: " if md else "note: ") + note)
     spread = report.get("card_spread")
     if spread and len(spread["cards"]) > 1:
@@ -179,5 +189,7 @@ def render(report: dict[str, Any], fmt: str) -> str:
         out += table(
             ["Op Name", "OP Type", "Start(us)", "Wait(us)", "Cause", "Duration(us)", "Input Shapes"], rows, {2, 3, 5}
         )
+        if "steps" in card:
+            out += training_lines(card, md, report["top"], table)
     # Op names, shapes, notes and paths come from the files: no escape sequence gets through.
     return printable("\n".join(out) + "\n")

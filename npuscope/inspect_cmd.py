@@ -11,6 +11,7 @@ import polars as pl
 from npuscope.parsers import Profile
 from npuscope.parsers.frames import is_communication
 from npuscope.parsers.profile import LAYOUT_NAMES
+from npuscope.parsers.training import read_training_views
 from npuscope.text import printable
 
 from .loading import profile_for_command
@@ -108,4 +109,14 @@ def _print(prof: Profile, args: argparse.Namespace) -> None:
     if prof.pmu_columns:
         out(f"pmu       {len(prof.pmu_columns)} columns ({', '.join(prof.pmu_columns[:4])}, ...)\n")
     for note in prof.notes:
+        out(f"note      {note}\n")
+    views = read_training_views(prof, strict=args.strict)
+    if views.found:
+        out("views     training-level views found, and where from\n")
+        for entry in views.found:
+            view, _, source = entry.partition(": ")
+            out(f"  {view:<15} {source}\n")
+    else:
+        out("views     none found\n")
+    for note in views.notes:
         out(f"note      {note}\n")

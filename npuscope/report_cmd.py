@@ -11,6 +11,7 @@ from npuscope.analysis import Thresholds, diagnose
 from npuscope.analysis.op_report import find_task, op_report
 from npuscope.analysis.report import build_report, render
 from npuscope.parsers import ProfileError
+from npuscope.parsers.training import read_training_views
 
 from .loading import profile_for_command
 
@@ -33,7 +34,8 @@ def run_report(args: argparse.Namespace) -> int:
             task = find_task(diagnosis, args.op)
             sys.stdout.write(op_report(profile, diagnosis, task))
             return 0
-        report = build_report(profile, diagnosis, top=args.top)
+        views = read_training_views(profile, strict=args.strict)
+        report = build_report(profile, diagnosis, top=args.top, views=views)
         if args.format == "json":
             sys.stdout.write(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n")
         else:
