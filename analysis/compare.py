@@ -51,6 +51,7 @@ CAUSE_LABELS = {
     "host_op": "host op",
     "expected": "expected (step boundary)",
     "unexplained": "unexplained",
+    "communication": "communication (inside a collective)",
 }
 
 # --------------------------------------------------------------------------- data types

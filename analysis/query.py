@@ -22,8 +22,8 @@ Filter: every space-separated term must match; -term negates; "quoted text" is o
   core:AI_CPU      task type (alias task:), any case; core:mix = MIX_AIC and MIX_AIV
   dur>1000         duration in us; also dur>= dur< dur<= dur=; units: dur>2ms
   wait>1000        wait before the task in us, the same comparisons
-  cause:host_op    wait cause: recompilation (recompile), host_op (host), expected,
-                   unexplained, any (has a cause), none
+  cause:host_op    wait cause: recompilation (recompile), host_op (host), communication
+                   (comm), expected, unexplained, any (has a cause), none
   aclnn  aclop     aclnn ops / classic acl ops (quote "aclnn" to search the name)
   shape:8,4096     input shapes contain 8,4096
   dtype:BF16       input dtypes contain BF16 (any case)
@@ -33,7 +33,7 @@ On op statistics only text, type:, core: and card: apply; other terms are ignore
 
 _FORMS = (
     'text, "quoted text", -term, name:x, type:Cast, type:MatMul*, core:AI_CPU (task:), '
-    "dur>1000 (>= < <= =), wait>1000, cause:recompilation|host_op|expected|unexplained|any|none, "
+    "dur>1000 (>= < <= =), wait>1000, cause:recompilation|host_op|communication|expected|unexplained|any|none, "
     "aclnn, aclop, shape:8,4096, dtype:BF16, card:0, state:dynamic"
 )
 
@@ -44,7 +44,7 @@ _KEYS = {
 _CMP_FIELDS = {"dur": "duration_us", "duration": "duration_us", "wait": "wait_us"}
 _CAUSES = {
     "recompilation": "recompilation", "recompile": "recompilation", "host_op": "host_op",
-    "host": "host_op", "expected": "expected", "unexplained": "unexplained", "any": "any",
+    "host": "host_op", "communication": "communication", "comm": "communication", "expected": "expected", "unexplained": "unexplained", "any": "any",
     "none": "none",
 }
 _UNITS = (("us", 1.0), ("µs", 1.0), ("ms", 1_000.0), ("s", 1_000_000.0))
@@ -170,7 +170,7 @@ def _key_term(raw: str, negate: bool, kind: str, arg: str) -> _Term:
         cause = _CAUSES.get(arg.lower())
         if cause is None:
             raise QueryError(
-                raw, f"unknown cause {arg}; use recompilation, host_op, expected, unexplained, any or none"
+                raw, f"unknown cause {arg}; use recompilation, host_op, communication, expected, unexplained, any or none"
             )
         return _Term(raw, negate, kind, cause)
     if kind == "core":

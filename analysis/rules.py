@@ -52,6 +52,12 @@ ADVICE = {
         "(Paddle logs CPU fallbacks with GLOG_v=6), move it to the device or out of the step, "
         "and avoid host synchronisation (.numpy(), .item(), print of tensors) in the step."
     ),
+    "communication_wait": (
+        "The device sat in a collective, not waiting for the host: another rank is late or "
+        "communication is not overlapped with compute. Look at the slow card (the spread in "
+        "the report's `== cards ==`) and overlap communication with compute (gradient "
+        "bucketing, asynchronous collectives)."
+    ),
     "aclop_share": (
         "aclop operators are compiled on first use and recompile when attributes change; "
         "aclnn operators are usually faster: migrate the busiest aclop types first."
@@ -296,6 +302,31 @@ def host_op_wait(d: CardData, th: Thresholds) -> list[Finding]:
     )
 
 
+def communication_wait(d: CardData, th: Thresholds) -> list[Finding]:
+    """Long waits inside a collective of the card: communication, never the host's."""
+    rows = d.tasks.filter(pl.col("wait_cause") == "communication")
+    if rows.height == 0:
+        return []
+    total = float(rows["wait_us"].sum() or 0.0)
+    types = [t for t, _, _ in _per_type(rows, "wait_us")]
+    return [
+        Finding(
+            rule="communication_wait",
+            severity="warning",
+            title=f"{rows.height} long wait(s) inside a collective: communication, not the host ({total:,.0f} us)",
+            card=d.card,
+            op_types=tuple(types[:10]),
+            op_names=tuple(rows["op_name"].unique(maintain_order=True).head(5).to_list()),
+            count=rows.height,
+            time_us=total,
+            share_pct=_share(total, d.wait_us),
+            advice=ADVICE["communication_wait"],
+            evidence=evidence(rows, "wait_us", th.evidence_rows),
+            threshold=f"Task Wait Time >= {th.long_wait_us:g} us, gap covered >= half by a collective",
+        )
+    ]
+
+
 def aclop_share(d: CardData, th: Thresholds) -> list[Finding]:
     compute = d.tasks.filter(
         ~pl.col("task_type").is_in([*COMMUNICATION_TASK_TYPES, "CPU"]).fill_null(False)
@@ -389,6 +420,7 @@ RULES = (
     ai_cpu,
     recompilation,
     host_op_wait,
+    communication_wait,
     aclop_share,
     dynamic_shape,
     data_gaps,

@@ -26,7 +26,7 @@ HOST_SYNC_LANE = "host sync"
 HOST_LANES = (HOST_COMPILE_LANE, HOST_SYNC_LANE)
 
 # Wait causes shown in the idle lane; the order breaks ties (the most actionable first).
-CAUSES = ("recompilation", "host_op", "unexplained", "expected")
+CAUSES = ("recompilation", "host_op", "communication", "unexplained", "expected")
 
 # Host API events (`Level@api` names) per host lane.
 HOST_COMPILE_PATTERN = r"Compile"

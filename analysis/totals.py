@@ -30,7 +30,7 @@ TOTAL_KEYS = (
     "compute_us",
     "communication_us",
     "wait_us",
-    *(f"wait_{c}_us" for c in ("recompilation", "host_op", "expected", "unexplained")),
+    *(f"wait_{c}_us" for c in ("recompilation", "host_op", "expected", "unexplained", "communication")),
     "wait_short_us",
     "span_us",
     "tasks",

@@ -1,7 +1,9 @@
 """Why the device waited: a cause for every long Task Wait Time.
 
-msprof records how long each task waited for the host, never why. The usual causes are the
-normal pause at a step boundary, repeated recompilation of an aclop operator, and an
+msprof records how long each task waited for the host, never why. A gap covered by a
+collective of the same card is no host wait at all: the device was in the collective, waiting
+for another rank (cause `communication`, checked before every other). The usual causes of the
+rest are the normal pause at a step boundary, repeated recompilation of an aclop operator, and an
 operator that ran on the host CPU just before. With a timeline the host side of each device
 gap is inspected directly (evidence); without one, recompilation can only be suspected from
 the op's shape history and OP State, and a host-side op is never claimed.
@@ -11,14 +13,18 @@ from __future__ import annotations
 
 import polars as pl
 
+from npuscope.parsers.frames import is_communication
+
 from .thresholds import Thresholds
 
-CAUSES = ("expected", "recompilation", "host_op", "unexplained")
+CAUSES = ("communication", "expected", "recompilation", "host_op", "unexplained")
 
 COMPILE_PATTERN = r"Compile"
 # Host APIs that block the host on the device or copy memory: the host was not launching.
 SYNC_PATTERN = r"aclrtSynchronize|aclrtMemcpy|aclrtMemset|Synchronize|StreamWait|Memcpy"
 STEP_PATTERN = r"^Profiler?Step#\d+"
+COMMUNICATION_COVER = 0.5
+"""Share of a device gap collectives of the same card must cover to make it a communication wait."""
 
 
 def _gaps(tasks: pl.DataFrame, th: Thresholds) -> pl.DataFrame:
@@ -110,6 +116,15 @@ def _host_spans(events: pl.DataFrame, pattern: str | None) -> pl.DataFrame:
     )
 
 
+def _communication_spans(tasks: pl.DataFrame) -> pl.DataFrame:
+    """The collectives of each card as [start, end) intervals."""
+    return tasks.filter(is_communication()).select(
+        "card",
+        pl.col("start_ns").alias("s_start"),
+        (pl.col("start_ns") + (pl.col("duration_us") * 1000).round(0).cast(pl.Int64)).alias("s_end"),
+    )
+
+
 def _expected(gaps: pl.DataFrame, bounds: pl.DataFrame) -> pl.Series:
     """Gaps that contain (or end at) a step start."""
     if gaps.height == 0 or bounds.height == 0:
@@ -138,14 +153,18 @@ def attribute_waits(
     """`tasks` plus `wait_cause` and `wait_confidence` (null below the long-wait threshold)."""
     gaps = _gaps(tasks, th)
     expected = _expected(gaps, step_boundaries(tasks, events, steps))
+    comm_cov = _overlap(gaps, _communication_spans(tasks), "comm")["comm"]
+    in_collective = comm_cov >= COMMUNICATION_COVER
     if events is not None and events.filter(pl.col("name").str.contains("@", literal=True)).height > 0:
         compile_cov = _overlap(gaps, _host_spans(events, COMPILE_PATTERN), "compile")["compile"]
         sync_cov = _overlap(gaps, _host_spans(events, SYNC_PATTERN), "sync")["sync"]
         host_cov = _overlap(gaps, _host_spans(events, None), "host")["host"]
         frame = gaps.with_columns(
-            expected=expected, compile=compile_cov, sync=sync_cov, host=host_cov
+            comm=in_collective, expected=expected, compile=compile_cov, sync=sync_cov, host=host_cov
         ).with_columns(
-            pl.when("expected")
+            pl.when("comm")
+            .then(pl.lit("communication"))
+            .when("expected")
             .then(pl.lit("expected"))
             .when(pl.col("compile") >= th.compile_cover)
             .then(pl.lit("recompilation"))
@@ -163,10 +182,12 @@ def attribute_waits(
             .alias("_first_shape")
         ).select("row", "_first_shape", "is_aclnn", "op_state")
         frame = (
-            gaps.with_columns(expected=expected)
+            gaps.with_columns(comm=in_collective, expected=expected)
             .join(info, on="row", how="left")
             .with_columns(
-                pl.when("expected")
+                pl.when("comm")
+                .then(pl.lit("communication"))
+                .when("expected")
                 .then(pl.lit("expected"))
                 .when(
                     ~pl.col("is_aclnn")
@@ -177,7 +198,7 @@ def attribute_waits(
                 .alias("wait_cause"),
             )
             .with_columns(
-                pl.when(pl.col("wait_cause") == "expected")
+                pl.when(pl.col("wait_cause").is_in(["expected", "communication"]))
                 .then(pl.lit("evidence"))
                 .otherwise(pl.lit("suspected"))
                 .alias("wait_confidence")

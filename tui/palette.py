@@ -1,8 +1,8 @@
 """The colours of wait causes: one palette for the tables' Cause column and the mini timeline.
 
-Host compile calls on the timeline share the red of recompilation and host sync calls the
-orange of host-op waits, so a wait, its cause in the table and the host call behind it all
-read as the same colour. Rich style strings; the timeline parses them once.
+Host compile calls on the timeline share the red of recompilation, host sync calls the
+orange of host-op waits and waits inside a collective the blue of the communication lane, so
+a wait, its cause in the table and what lies behind it all read as the same colour. Rich style strings; the timeline parses them once.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 CAUSE_STYLES: dict[str, str] = {
     "recompilation": "bold red1",
     "host_op": "orange1",
+    "communication": "dodger_blue2",
     "unexplained": "grey70",
     "expected": "grey35",
 }

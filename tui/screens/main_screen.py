@@ -89,7 +89,7 @@ TASK_VIEW = (
 )
 MODEL_DELAY_S = 0.3
 DEFAULT_SORT = {"summary": ("row", False), "stats": ("total_us", True)}
-WAIT_RULES = {"recompilation": "recompilation", "host_op_wait": "host_op"}
+WAIT_RULES = {"recompilation": "recompilation", "host_op_wait": "host_op", "communication_wait": "communication"}
 
 
 def drill_down_query(finding: Finding) -> tuple[str, tuple[str, bool]]:
@@ -97,6 +97,8 @@ def drill_down_query(finding: Finding) -> tuple[str, tuple[str, bool]]:
     terms = [f"type:{t}" for t in finding.op_types[:1]]
     sort = ("duration_us", True)
     if finding.rule in WAIT_RULES:
+        if finding.rule == "communication_wait":  # its op types are a ranking: every one is shown
+            terms = []
         terms.append(f"cause:{WAIT_RULES[finding.rule]}")
         sort = ("wait_us", True)
     elif finding.rule == "ai_cpu":
