@@ -468,3 +468,23 @@ def test_text_report_shows_the_numbers():
     assert f"{comm['op_type']}" in out and f"{comm['total_us']:,.3f}" in out
     allocated, reserved = _memory_csv(_ranks(CNN)["0"])
     assert f"peak allocated {allocated:,.1f} MB, peak reserved {reserved:,.1f} MB" in out
+
+
+def test_damaged_training_file_is_a_note_or_with_strict_a_one_line_error(tmp_path):
+    import shutil
+
+    copy = tmp_path / "cnn"
+    shutil.copytree(CNN, copy)
+    for comm in copy.glob("*/ASCEND_PROFILER_OUTPUT/communication.json"):
+        comm.write_text(comm.read_text()[:200])  # truncated
+    res = _cli("report", str(copy), "--format", "json")
+    assert res.returncode == 0, res.stderr
+    report = orjson.loads(res.stdout)
+    assert any("communication.json" in n for n in report["source"]["view_notes"])
+    assert all(c["communication"] for c in report["cards"])  # from the tasks instead
+    res = _cli("inspect", str(copy))
+    assert res.returncode == 0 and "communication.json" in res.stdout.split("views     ", 1)[1]
+    for command in ("report", "inspect"):
+        res = _cli(command, str(copy), "--strict")
+        assert res.returncode == 2, res.stdout
+        assert "communication.json" in res.stderr and "Traceback" not in res.stderr
