@@ -198,7 +198,10 @@ def training_lines(card: dict[str, Any], md: bool, top: int, table: Table) -> li
     if not links:
         out.append("none")
     else:
-        biggest = sorted(range(len(links)), key=lambda i: (-(links[i]["size_mb"] or 0.0), i))[:top]
+        # Largest first; LOCAL (copies within the card, not a link between ranks) last.
+        biggest = sorted(
+            range(len(links)), key=lambda i: (links[i]["transport"] == "LOCAL", -(links[i]["size_mb"] or 0.0), i)
+        )[:top]
         if len(links) > top:
             out += [f"the {top} largest of {len(links)} links"] + ([""] if md else [])
         rows = [

@@ -488,3 +488,13 @@ def test_damaged_training_file_is_a_note_or_with_strict_a_one_line_error(tmp_pat
         res = _cli(command, str(copy), "--strict")
         assert res.returncode == 2, res.stdout
         assert "communication.json" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_text_links_rank_links_between_ranks_before_local_copies():
+    res = _cli("report", str(DB25), "--card", "0", "--top", "3")
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    start = lines.index("Links")
+    assert lines[start + 1] == "the 3 largest of 8 links"
+    rows = lines[start + 4 : start + 7]
+    assert all(" HCCS " in r for r in rows), rows
