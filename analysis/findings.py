@@ -61,7 +61,15 @@ class Finding:
         return d
 
 
+FIRST_RULES = ("idle_device",)
+"""Rules that lead whatever their time at stake: an idle device makes every other finding moot."""
+
+
 def order(findings: list[Finding]) -> list[Finding]:
-    """By time at stake, then severity, then rule, for a stable display."""
+    """Rules of FIRST_RULES first, then by time at stake, then severity, then rule, for a
+    stable display."""
     rank = {s: i for i, s in enumerate(SEVERITIES)}
-    return sorted(findings, key=lambda f: (-f.time_us, rank[f.severity], f.rule, f.op_types))
+    return sorted(
+        findings,
+        key=lambda f: (f.rule not in FIRST_RULES, -f.time_us, rank[f.severity], f.rule, f.op_types),
+    )

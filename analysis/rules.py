@@ -52,6 +52,14 @@ ADVICE = {
         "(Paddle logs CPU fallbacks with GLOG_v=6), move it to the device or out of the step, "
         "and avoid host synchronisation (.numpy(), .item(), print of tensors) in the step."
     ),
+    "idle_device": (
+        "The device is idle most of the span: the job is host-bound, and no operator change "
+        "will speed it up. Look at what the host does between launches: dispatch (many small "
+        "ops: fuse them, larger batches, graph mode), data loading (more loader workers, "
+        "prefetch, pinned memory) and synchronisation (.item(), .numpy(), prints of tensors, "
+        "explicit synchronize calls in the step). Capture a longer, stable part of the run "
+        "if this span holds only start-up."
+    ),
     "communication_wait": (
         "The device sat in a collective, not waiting for the host: another rank is late or "
         "communication is not overlapped with compute. Look at the slow card (the spread in "
@@ -327,6 +335,49 @@ def communication_wait(d: CardData, th: Thresholds) -> list[Finding]:
     ]
 
 
+def idle_device(d: CardData, th: Thresholds) -> list[Finding]:
+    """A device busy for a small share of its span: host-bound, the first thing to fix."""
+    if d.time_problem is not None or d.tasks.height == 0:
+        return []
+    iv = d.tasks.select(
+        pl.col("start_us").alias("s"),
+        (pl.col("start_us") + pl.col("duration_us").fill_null(0.0)).alias("e"),
+    ).sort("s")
+    span = float(iv.select(pl.col("e").max() - pl.col("s").min()).item() or 0.0)
+    if span <= 0:
+        return []
+    # Union of the intervals: a new segment starts where a task starts after every earlier end.
+    segments = (
+        iv.with_columns(
+            (pl.col("s") > pl.col("e").cum_max().shift(1)).fill_null(True).cum_sum().alias("seg")
+        )
+        .group_by("seg")
+        .agg(pl.col("s").min(), pl.col("e").max())
+    )
+    busy = float((segments["e"] - segments["s"]).sum())
+    busy_pct = 100.0 * busy / span
+    if busy_pct >= th.idle_busy_pct:
+        return []
+    return [
+        Finding(
+            rule="idle_device",
+            severity="warning",
+            title=(
+                f"Device idle {100.0 - busy_pct:.1f}% of the span: tasks busy {busy:,.0f} us "
+                f"of {span:,.0f} us (host-bound)"
+            ),
+            card=d.card,
+            op_types=(),
+            op_names=(),
+            count=d.tasks.height,
+            time_us=span - busy,
+            share_pct=round(100.0 - busy_pct, 3),
+            advice=ADVICE["idle_device"],
+            threshold=f"busy share of the span < {th.idle_busy_pct:g}%",
+        )
+    ]
+
+
 def aclop_share(d: CardData, th: Thresholds) -> list[Finding]:
     compute = d.tasks.filter(
         ~pl.col("task_type").is_in([*COMMUNICATION_TASK_TYPES, "CPU"]).fill_null(False)
@@ -414,6 +465,7 @@ def data_gaps(d: CardData, th: Thresholds) -> list[Finding]:
 
 
 RULES = (
+    idle_device,
     dominant_op_type,
     long_task,
     duration_outlier,

@@ -40,6 +40,8 @@ class Thresholds:
     """Share of a device gap a compile API must cover to call it recompilation."""
     compile_events: int = 20
     """aclopCompileAndExecute host events at which recompilation is a problem."""
+    idle_busy_pct: float = 30.0
+    """Busy share (%) of a card's span below which its device is idle (host-bound job)."""
     evidence_rows: int = 5
     """Worst rows kept as evidence per finding."""
 
