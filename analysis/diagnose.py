@@ -12,7 +12,7 @@ from npuscope.parsers import FrameCache, Profile
 from npuscope.parsers.cache import source_digest
 
 from .findings import Finding, order
-from .rules import RULES, CardData
+from .rules import RULES, CardData, framework_of
 from .thresholds import Thresholds
 from .waits import attribute_waits, compile_event_counts
 
@@ -123,6 +123,7 @@ def _findings(
             statistic_derived=profile.statistic_derived,
             pmu=bool(profile.pmu_columns),
             time_problem=profile.time_problem,
+            framework=framework_of(profile.layout),
         )
         for rule in RULES:
             findings.extend(rule(d, th))

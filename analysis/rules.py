@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, Literal, get_args
 
 import polars as pl
 
@@ -24,7 +24,9 @@ MATRIX_CORES = ("AI_CORE", "MIX_AIC")
 ADVICE = {
     "dominant_warning": (
         "A non-matrix op type dominating compute often means repeated recompilation: try "
-        "FLAGS_npu_jit_compile=false and compare, and check why the model calls it so often."
+        "turning off online compilation (Paddle: FLAGS_npu_jit_compile=false; torch_npu: "
+        "torch_npu.npu.set_compile_mode(jit_compile=False)) and compare, and check why the "
+        "model calls it so often."
     ),
     "dominant_info": (
         "Matrix compute dominating is expected in matrix-heavy models; look at its shapes and "
@@ -44,13 +46,15 @@ ADVICE = {
         "AI_CORE kernel: replace it or move it out of the step."
     ),
     "recompilation": (
-        "Set FLAGS_npu_jit_compile=false, move to aclnn operators, and avoid dynamic shapes "
-        "(pad or bucket inputs to a few fixed shapes)."
+        "Turn off online compilation of aclop operators (Paddle: FLAGS_npu_jit_compile=false; "
+        "torch_npu: torch_npu.npu.set_compile_mode(jit_compile=False)), move to aclnn "
+        "operators, and avoid dynamic shapes (pad or bucket inputs to a few fixed shapes)."
     ),
     "host_op_wait": (
         "The device waited for the host: find the op just before it in the calling code "
-        "(Paddle logs CPU fallbacks with GLOG_v=6), move it to the device or out of the step, "
-        "and avoid host synchronisation (.numpy(), .item(), print of tensors) in the step."
+        "(Paddle logs CPU fallbacks with GLOG_v=6; torch_npu's profiler shows the Python call "
+        "with with_stack=True), move it to the device or out of the step, and avoid host "
+        "synchronisation (.numpy(), .item(), .cpu(), print of tensors) in the step."
     ),
     "idle_device": (
         "The device is idle most of the span: the job is host-bound, and no operator change "
@@ -78,6 +82,97 @@ ADVICE = {
 }
 
 
+Framework = Literal["paddle", "torch_npu", "mindspore", "acl", "unknown"]
+FRAMEWORKS: tuple[Framework, ...] = get_args(Framework)
+
+FRAMEWORK_ADVICE: dict[str, dict[str, str]] = {
+    "paddle": {
+        "dominant_warning": (
+            "A non-matrix op type dominating compute often means repeated recompilation: try "
+            "FLAGS_npu_jit_compile=false and compare, and check why the model calls it so often."
+        ),
+        "recompilation": (
+            "Set FLAGS_npu_jit_compile=false, move to aclnn operators, and avoid dynamic shapes "
+            "(pad or bucket inputs to a few fixed shapes)."
+        ),
+        "host_op_wait": (
+            "The device waited for the host: find the op just before it in the calling code "
+            "(Paddle logs CPU fallbacks with GLOG_v=6), move it to the device or out of the step, "
+            "and avoid host synchronisation (.numpy(), .item(), print of tensors) in the step."
+        ),
+    },
+    "torch_npu": {
+        "dominant_warning": (
+            "A non-matrix op type dominating compute often means repeated recompilation: try "
+            "torch_npu.npu.set_compile_mode(jit_compile=False) and compare, and check why the "
+            "model calls it so often."
+        ),
+        "recompilation": (
+            "Call torch_npu.npu.set_compile_mode(jit_compile=False) before the model runs, move "
+            "to aclnn operators, and avoid dynamic shapes (pad or bucket inputs to a few fixed "
+            "shapes)."
+        ),
+        "host_op_wait": (
+            "The device waited for the host: find the op just before it in the calling code "
+            "(the torch_npu profiler shows the Python call with with_stack=True; ops without an "
+            "NPU kernel fall back to the CPU), move it to the device or out of the step, and "
+            "avoid host synchronisation (.item(), .cpu(), .numpy(), print of tensors) in the step."
+        ),
+    },
+    "mindspore": {
+        "dominant_warning": (
+            "A non-matrix op type dominating compute often means repeated recompilation: keep "
+            "input shapes fixed (or declare the dynamic ones with Cell.set_inputs) and check why "
+            "the network calls it so often."
+        ),
+        "recompilation": (
+            "MindSpore recompiles when shapes or attributes change: keep input shapes fixed "
+            "(pad or bucket inputs), declare truly dynamic inputs with Cell.set_inputs, and "
+            "prefer aclnn operators."
+        ),
+        "host_op_wait": (
+            "The device waited for the host: find the op just before it in the network, move "
+            "it to the device or out of the step, and avoid host synchronisation (.asnumpy(), "
+            "print of tensors) in the step."
+        ),
+    },
+    "acl": {
+        "dominant_warning": (
+            "A non-matrix op type dominating compute often means repeated recompilation: "
+            "compile it once (aclopSetCompileFlag(ACL_OP_COMPILE_FUZZ) for changing shapes, or "
+            "single-op models built offline with ATC) and check why the application calls it "
+            "so often."
+        ),
+        "recompilation": (
+            "aclop operators compile on first use and on every new shape or attribute: build "
+            "single-op models offline with ATC, set aclopSetCompileFlag(ACL_OP_COMPILE_FUZZ) "
+            "for changing shapes, or call the aclnn operators."
+        ),
+        "host_op_wait": (
+            "The device waited for the host: look at the host code between the two launches "
+            "(host computation, aclrtSynchronizeStream / aclrtMemcpy in the loop) and move it "
+            "out of the loop or onto another stream."
+        ),
+    },
+}
+"""Advice that depends on the capture's framework; rules absent here use ADVICE. `unknown`
+(an msprof export that does not say which framework ran) keeps ADVICE, which names the switches
+of Paddle and torch_npu both."""
+
+
+def framework_of(layout: str) -> Framework:
+    """The framework a capture's layout tells: torch_npu (`*_ascend_pt`), MindSpore
+    (`*_ascend_ms`) and Paddle's own traces; an msprof export could come from anything run
+    under msprof (Paddle, a plain ACL application, a custom Ascend C kernel), so it is unknown."""
+    known: dict[str, Framework] = {"torch_npu": "torch_npu", "mindspore": "mindspore", "paddle": "paddle"}
+    return known.get(layout, "unknown")
+
+
+def advice(key: str, framework: str) -> str:
+    """The advice text `key` of ADVICE, in the words of `framework` where they differ."""
+    return FRAMEWORK_ADVICE.get(framework, {}).get(key, ADVICE[key])
+
+
 @dataclass(frozen=True)
 class CardData:
     """One card's frames, as the rules see them."""
@@ -90,6 +185,7 @@ class CardData:
     statistic_derived: bool
     pmu: bool
     time_problem: str | None = None  # start times unusable: no spans, no wait causes
+    framework: str = "unknown"  # one of FRAMEWORKS: picks the advice's wording
 
     @cached_property
     def compute(self) -> pl.DataFrame:
@@ -147,7 +243,7 @@ def dominant_op_type(d: CardData, th: Thresholds) -> list[Finding]:
                 count=int(row["count"]),
                 time_us=float(row["total_us"]),
                 share_pct=float(row["ratio_pct"]),
-                advice=ADVICE["dominant_info" if matrix else "dominant_warning"],
+                advice=advice("dominant_info" if matrix else "dominant_warning", d.framework),
                 evidence=evidence(of_type, "duration_us", th.evidence_rows),
                 threshold=f"Ratio(%) >= {th.dominant_ratio_pct:g}",
             )
@@ -270,7 +366,7 @@ def _wait_findings(d: CardData, th: Thresholds, cause: str, rule: str, title: st
                 count=n,
                 time_us=total,
                 share_pct=_share(total, d.wait_us),
-                advice=ADVICE[rule],
+                advice=advice(rule, d.framework),
                 confidence="suspected" if suspected else "evidence",
                 evidence=evidence(rows, "wait_us", th.evidence_rows),
                 threshold=f"Task Wait Time >= {th.long_wait_us:g} us",
@@ -296,7 +392,7 @@ def recompilation(d: CardData, th: Thresholds) -> list[Finding]:
                 count=d.compile_events,
                 time_us=0.0,
                 share_pct=0.0,
-                advice=ADVICE["recompilation"],
+                advice=advice("recompilation", d.framework),
                 threshold=f">= {th.compile_events} aclopCompileAndExecute events",
             )
         )
