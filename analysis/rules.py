@@ -46,9 +46,9 @@ ADVICE = {
         "AI_CORE kernel: replace it or move it out of the step."
     ),
     "recompilation": (
-        "Turn off online compilation of aclop operators (Paddle: FLAGS_npu_jit_compile=false; "
-        "torch_npu: torch_npu.npu.set_compile_mode(jit_compile=False)), move to aclnn "
-        "operators, and avoid dynamic shapes (pad or bucket inputs to a few fixed shapes)."
+        "Turn off online compilation, move to aclnn operators, pad or bucket dynamic shapes; "
+        "Paddle: FLAGS_npu_jit_compile=false, torch_npu: "
+        "torch_npu.npu.set_compile_mode(jit_compile=False)."
     ),
     "host_op_wait": (
         "The device waited for the host: find the op just before it in the calling code "
