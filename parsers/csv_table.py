@@ -378,7 +378,7 @@ def _cast(spec: ColumnSpec, src: str) -> pl.Expr:
         return col.alias(spec.name)
     if spec.kind == "id":
         # Ids are opaque: 2^64-1 and spreadsheet forms exist, so no integer cast.
-        return col.str.strip_chars(" \t").alias(spec.name)
+        return col.alias(spec.name)
     if spec.kind == "list":
         # Shape cells keep their own quotes after CSV decoding: `"81920,4096;8192,512"`.
         # Stripping copies the column, so only cells that start with a quote are touched.
@@ -458,13 +458,19 @@ _MAX_NUMBER = 1e15
 
 def _check_numbers(paths: Sequence[Path], df: pl.DataFrame, matched: dict[str, ColumnSpec]) -> None:
     """inf, nan, 1e400 and other absurd values in numeric columns: one line, not a traceback."""
-    for header, spec in matched.items():
-        if spec.kind not in ("int", "float"):
-            continue
+    numbers = {h: s for h, s in matched.items() if s.kind in ("int", "float")}
+
+    def bad(spec: ColumnSpec) -> pl.Expr:
         col = pl.col(spec.name)
         # A required number (Task Duration) must be there; optional ones may be N/A.
-        bad = (~col.is_finite() | (col.abs() > _MAX_NUMBER)).fill_null(spec.required)
-        row = df.select(bad.arg_max().alias("at"), bad.any().alias("any")).row(0)
+        return (~col.is_finite() | (col.abs() > _MAX_NUMBER)).fill_null(spec.required)
+
+    # One pass over every numeric column; the row is looked up only when one is bad.
+    flags = df.select(bad(s).any().alias(s.name) for s in numbers.values()).row(0, named=True)
+    for header, spec in numbers.items():
+        if not flags[spec.name]:
+            continue
+        row = df.select(bad(spec).arg_max().alias("at"), bad(spec).any().alias("any")).row(0)
         if row[1]:
             value = df[spec.name][row[0]]
             what = "an empty value" if value is None else repr(value)
