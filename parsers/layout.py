@@ -100,23 +100,42 @@ def _parse_name(name: str) -> tuple[str, tuple[str, ...], int, str] | None:
     kind = m.group("kind")
     if (m.group("ext") == "json") != (KIND_OF[kind] == "timeline"):
         return None
-    tokens = [t for t in m.group("rest").split("_") if t]
-    slice_k, stamp, ids = 0, "", []
-    i = 0
+    parsed = name_tokens(m.group("rest"))
+    if parsed is None:
+        return None
+    ids, slice_k, stamp = parsed
+    return KIND_OF[kind], ids, slice_k, stamp
+
+
+def name_tokens(rest: str) -> tuple[tuple[str, ...], int, str] | None:
+    """(ids, slice index, stamp) of what follows the stem in an export file name, or None.
+
+    `_0_1_slice_2_20240605100000` -> (("0", "1"), 2, "20240605100000"). Digits are ASCII
+    digits only (`²` is a digit to `str.isdigit`, not to `int`).
+    """
+    if rest and not rest.startswith("_"):
+        return None
+    tokens = [t for t in rest.split("_") if t]
+    ids: list[str] = []
+    slice_k, stamp, i = 0, "", 0
     while i < len(tokens):
         tok = tokens[i]
-        if tok == "slice" and i + 1 < len(tokens) and tokens[i + 1].isdigit():
+        if tok == "slice" and i + 1 < len(tokens) and _ascii_digits(tokens[i + 1]):
             slice_k = int(tokens[i + 1])
             i += 2
             continue
-        if len(tok) == 14 and tok.isdigit():
+        if len(tok) == 14 and _ascii_digits(tok):
             stamp = tok
-        elif tok.isdigit():
+        elif _ascii_digits(tok):
             ids.append(tok)
         else:
             return None
         i += 1
-    return KIND_OF[kind], tuple(ids), slice_k, stamp
+    return tuple(ids), slice_k, stamp
+
+
+def _ascii_digits(token: str) -> bool:
+    return token.isascii() and token.isdigit()
 
 
 def pick_files(folder: Path) -> dict[str, tuple[Path, ...]]:

@@ -32,7 +32,7 @@ import polars as pl
 
 from ..text import one_line
 from .errors import ProfileError
-from .layout import Capture
+from .layout import Capture, name_tokens
 
 T = TypeVar("T")
 
@@ -46,8 +46,6 @@ MAX_NUMBER = 1e15
 # Float rounding leaves tiny negatives in differences (Overlapped = Communication - not
 # overlapped): those are zero, anything below this is damage.
 _NEGATIVE_SLACK = 1e-3
-
-_STAMP = re.compile(r"^\d{14}$")
 
 
 @dataclass(frozen=True)
@@ -73,29 +71,6 @@ class Place:
         return found[0] if found else None
 
 
-def _name_tokens(rest: str) -> tuple[tuple[str, ...], int, str] | None:
-    """(ids, slice index, stamp) of what follows the stem in a file name, or None."""
-    if rest and not rest.startswith("_"):
-        return None
-    tokens = [t for t in rest.split("_") if t]
-    ids: list[str] = []
-    slice_k, stamp, i = 0, "", 0
-    while i < len(tokens):
-        tok = tokens[i]
-        if tok == "slice" and i + 1 < len(tokens) and tokens[i + 1].isdigit():
-            slice_k = int(tokens[i + 1])
-            i += 2
-            continue
-        if _STAMP.match(tok):
-            stamp = tok
-        elif tok.isascii() and tok.isdigit():
-            ids.append(tok)
-        else:
-            return None
-        i += 1
-    return tuple(ids), slice_k, stamp
-
-
 def pick(folder: Path, stem: str, ext: str) -> tuple[Path, ...]:
     """Files of one kind in `folder`: the newest export per id group, slices in order.
 
@@ -112,7 +87,7 @@ def pick(folder: Path, stem: str, ext: str) -> tuple[Path, ...]:
         name = entry.name
         if not (name.startswith(stem) and name.endswith(suffix)):
             continue
-        parsed = _name_tokens(name[len(stem) : -len(suffix)])
+        parsed = name_tokens(name[len(stem) : -len(suffix)])
         if parsed is None:
             continue
         try:
