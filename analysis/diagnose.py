@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import orjson
@@ -37,6 +38,11 @@ class Diagnosis:
 
     def for_card(self, card: str) -> tuple[Finding, ...]:
         return tuple(f for f in self.findings if f.card == card)
+
+    def with_findings(self, extra: Iterable[Finding]) -> Diagnosis:
+        """The same diagnosis with `extra` findings (the training-level ones) added, all of
+        them in display order; this one is left as it is."""
+        return replace(self, findings=tuple(order([*self.findings, *extra])))
 
 
 def diagnose(

@@ -18,6 +18,9 @@ EVIDENCE_FIELDS = (
     "input_shapes", "input_dtypes",
 )
 
+VIEWS = ("", "steps", "communication", "links", "host_api", "memory")
+"""Where a finding drills down to: "" the tasks, else the training view of that name."""
+
 
 @dataclass(frozen=True)
 class Finding:
@@ -34,12 +37,18 @@ class Finding:
     confidence: Confidence = "evidence"
     evidence: tuple[dict[str, Any], ...] = field(default=())
     threshold: str = ""
+    view: str = ""
+    """The explorer tab of the drill-down (one of VIEWS); "" for an operator-level finding,
+    whose evidence rows are tasks. Otherwise the evidence rows are rows of that view (dicts of
+    its columns)."""
 
     def __post_init__(self) -> None:
         if self.severity not in SEVERITIES:
             raise ValueError(f"severity {self.severity!r}")
         if self.confidence not in CONFIDENCES:
             raise ValueError(f"confidence {self.confidence!r}")
+        if self.view not in VIEWS:
+            raise ValueError(f"view {self.view!r}")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Finding:

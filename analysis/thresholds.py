@@ -42,6 +42,22 @@ class Thresholds:
     """aclopCompileAndExecute host events at which recompilation is a problem."""
     idle_busy_pct: float = 30.0
     """Busy share (%) of a card's span below which its device is idle (host-bound job)."""
+    comm_not_overlapped_pct: float = 15.0
+    """Communication not hidden behind compute, % of the card's step time, at or above which it is flagged."""
+    free_pct: float = 15.0
+    """Device free within steps and not explained by a wait the operator rules blame (recompilation, host_op), % of step time."""
+    sync_pct: float = 10.0
+    """Host synchronisation APIs (aclrtSynchronize*, synchronous aclrtMemcpy), % of the card's span (sum of step time)."""
+    slow_rank_pct: float = 5.0
+    """(max - min) / mean over cards of the mean per-step compute, communication or free time (msprof-analyze slow_rank RATIO_THRESHOLD 0.05)."""
+    slow_link_pct: float = 50.0
+    """A link whose bandwidth is below this % of the median of the links of its transport is slow."""
+    small_packet_mb: float = 1.0
+    """Mean data moved per collective call below which the call is small."""
+    small_packet_pct: float = 20.0
+    """Share (%) of the card's communication time in small calls at or above which they are flagged."""
+    memory_peak_pct: float = 90.0
+    """Peak reserved memory, % of the device's capacity, at or above which it is flagged (needs the capacity)."""
     evidence_rows: int = 5
     """Worst rows kept as evidence per finding."""
 

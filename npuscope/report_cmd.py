@@ -10,6 +10,7 @@ import orjson
 from npuscope.analysis import Thresholds, diagnose
 from npuscope.analysis.op_report import find_task, op_report
 from npuscope.analysis.report import build_report, render
+from npuscope.analysis.training_rules import training_findings
 from npuscope.parsers import ProfileError
 from npuscope.parsers.training import read_training_views
 
@@ -35,6 +36,7 @@ def run_report(args: argparse.Namespace) -> int:
             sys.stdout.write(op_report(profile, diagnosis, task))
             return 0
         views = read_training_views(profile, strict=args.strict)
+        diagnosis = diagnosis.with_findings(training_findings(profile, diagnosis, views, thresholds))
         report = build_report(profile, diagnosis, top=args.top, views=views)
         if args.format == "json":
             sys.stdout.write(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n")

@@ -1,0 +1,508 @@
+"""The training-level rules: findings from the steps, communication, links, host API and memory
+views (`npuscope.parsers.training.read_training_views`), one per card they concern.
+
+`training_findings(profile, diagnosis, views)` runs them for the diagnosed cards; the caller
+adds them with `Diagnosis.with_findings`. Each finding's `view` names the view its evidence
+rows come from (dicts of that view's columns, the worst first), and its time at stake is the
+time that could be saved. Rows a file records for the whole capture (card `host`) stand for a
+card with none of its own, as in the report.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable
+from typing import Any
+
+import polars as pl
+
+from npuscope.parsers import Profile
+from npuscope.parsers.training import TrainingViews
+from npuscope.parsers.training_files import step_number
+
+from .diagnose import Diagnosis
+from .findings import Finding, order
+from .rules import framework_of
+from .thresholds import Thresholds
+
+HOST = "host"
+
+TRAINING_RULES = (
+    "comm_not_overlapped",
+    "free_time",
+    "sync_heavy",
+    "slow_rank",
+    "slow_link",
+    "small_packets",
+    "memory_peak",
+)
+
+EXPLAINED_CAUSES = ("recompilation", "host_op")
+"""Wait causes (analysis/waits.py) whose time an operator rule already blames: free time
+they account for is not counted again by `free_time`."""
+
+SYNC_API = (
+    r"^(aclrtSynchronize(Stream|Device|Event)\w*|aclrtMemcpy|aclrtMemcpy2d|"
+    r"rtStreamSynchronize\w*|rtDeviceSynchronize\w*|rtEventSynchronize\w*|rtMemcpy)$"
+)
+"""Host APIs that block the host until the device is done: the synchronise calls of AscendCL
+and the runtime, and the synchronous copies (`aclrtMemcpy`, not `aclrtMemcpyAsync`)."""
+
+
+# ---------------------------------------------------------------------------- advice
+
+ADVICE: dict[str, str] = {
+    "comm_not_overlapped": (
+        "Communication runs while no compute does: overlap the gradient all-reduce with the "
+        "backward pass (bucketed, asynchronous collectives), tune the bucket size so the first "
+        "bucket starts early, and look for collectives issued after the backward pass ends."
+    ),
+    "free_time": (
+        "The device is free inside the steps with no operator to blame: the host is late. Look "
+        "at data loading (more loader workers, prefetch, pinned memory), host-side work between "
+        "steps, and host synchronisation (.item(), .numpy(), .cpu(), prints of tensors)."
+    ),
+    "sync_heavy": (
+        "The host blocks on the device: remove synchronisation from the step (.item(), "
+        ".numpy(), .cpu(), prints of tensors, explicit synchronize calls), use asynchronous "
+        "copies (aclrtMemcpyAsync, non_blocking=True) and read metrics every N steps."
+    ),
+    "slow_rank": (
+        "One rank is slower than the others and every collective waits for it: compare its "
+        "compute (different shapes or data per rank, a hot or throttled card: npu-smi info), its "
+        "host (data loading, CPU binding) and its free time with the other ranks."
+    ),
+    "slow_link": (
+        "A link moves data far slower than the others of its transport: check the topology and "
+        "the link (npu-smi info, hccn_tool link status and speed for RDMA), the placement of the "
+        "ranks, and HCCL_BUFFSIZE (default 200 MB) for large transfers."
+    ),
+    "small_packets": (
+        "Many small collectives spend their time in latency, not bandwidth: fuse them (larger "
+        "gradient buckets, fused all-reduce of small tensors) so each call moves more data."
+    ),
+    "memory_peak": (
+        "Reserved memory is close to the device's capacity: recompute activations, use a "
+        "smaller micro-batch, or shard optimizer states; fragmentation shows as reserved far "
+        "above allocated."
+    ),
+}
+
+FRAMEWORK_ADVICE: dict[str, dict[str, str]] = {
+    "torch_npu": {
+        "comm_not_overlapped": (
+            "Communication runs while no compute does: let DDP overlap the gradient all-reduce "
+            "with backward (bucket_cap_mb: smaller buckets start earlier, larger ones call less "
+            "often), avoid find_unused_parameters=True, and in Megatron turn on "
+            "--overlap-grad-reduce / --overlap-param-gather."
+        ),
+        "free_time": (
+            "The device is free inside the steps with no operator to blame: the host is late. "
+            "Raise DataLoader num_workers and prefetch_factor with pin_memory=True, bind CPU "
+            "cores, and remove host synchronisation (.item(), .cpu(), .numpy(), prints of "
+            "tensors) from the step."
+        ),
+        "sync_heavy": (
+            "The host blocks on the device: remove .item(), .cpu(), .numpy() and "
+            "torch.npu.synchronize() from the step (log the loss every N steps), and copy with "
+            "tensor.to('npu', non_blocking=True) from pinned memory."
+        ),
+        "small_packets": (
+            "Many small collectives spend their time in latency, not bandwidth: raise DDP's "
+            "bucket_cap_mb so gradients go in fewer, larger all-reduces, and fuse small "
+            "tensors before communicating them."
+        ),
+        "memory_peak": (
+            "Reserved memory is close to the device's capacity: recompute activations "
+            "(torch.utils.checkpoint, Megatron --recompute-granularity), use a smaller "
+            "micro-batch, or shard optimizer states (ZeRO / --use-distributed-optimizer); "
+            "PYTORCH_NPU_ALLOC_CONF=expandable_segments:True reduces fragmentation."
+        ),
+    },
+    "paddle": {
+        "comm_not_overlapped": (
+            "Communication runs while no compute does: let DataParallel overlap the gradient "
+            "all-reduce with backward (comm_buffer_size / last_comm_buffer_size set the "
+            "bucket size), and in fleet turn on the overlap of the sharding / tensor-parallel "
+            "communication."
+        ),
+        "free_time": (
+            "The device is free inside the steps with no operator to blame: the host is late. "
+            "Give paddle.io.DataLoader more num_workers (and use_shared_memory=True), and remove "
+            "host synchronisation (.numpy(), .item(), prints of tensors) from the step."
+        ),
+        "sync_heavy": (
+            "The host blocks on the device: remove .numpy(), .item() and "
+            "paddle.device.synchronize() from the step (log the loss every N steps)."
+        ),
+        "small_packets": (
+            "Many small collectives spend their time in latency, not bandwidth: raise "
+            "DataParallel's comm_buffer_size (MB) so gradients go in fewer, larger all-reduces "
+            "(fleet: fuse_all_reduce_ops and fuse_grad_size_in_MB)."
+        ),
+        "memory_peak": (
+            "Reserved memory is close to the device's capacity: recompute activations "
+            "(paddle.distributed.fleet.utils.recompute, fleet's recompute strategy), use a "
+            "smaller micro-batch, or shard optimizer states (sharding stage 1/2)."
+        ),
+    },
+    "mindspore": {
+        "comm_not_overlapped": (
+            "Communication runs while no compute does: enable gradient all-reduce fusion and "
+            "overlap (set_auto_parallel_context(comm_fusion=...)), and check the parallel "
+            "strategy for collectives that run after the backward pass."
+        ),
+        "free_time": (
+            "The device is free inside the steps with no operator to blame: the host is late. "
+            "Raise the dataset's num_parallel_workers and prefetch (ds.config.set_prefetch_size), "
+            "use data sinking (dataset_sink_mode=True), and remove .asnumpy() from the step."
+        ),
+        "sync_heavy": (
+            "The host blocks on the device: remove .asnumpy() and prints of tensors from the "
+            "step, and train with dataset_sink_mode=True so steps run without the host."
+        ),
+        "small_packets": (
+            "Many small collectives spend their time in latency, not bandwidth: fuse them "
+            "(set_auto_parallel_context(comm_fusion={'allreduce': {'mode': 'size', "
+            "'config': 32}}) or all_reduce_fusion_config)."
+        ),
+        "memory_peak": (
+            "Reserved memory is close to the device's capacity: recompute activations "
+            "(Cell.recompute()), use a smaller micro-batch, or shard optimizer states "
+            "(optimizer parallel)."
+        ),
+    },
+}
+"""Advice in the words of the capture's framework; rules and frameworks absent here use ADVICE."""
+
+
+def advice(rule: str, framework: str) -> str:
+    return FRAMEWORK_ADVICE.get(framework, {}).get(rule, ADVICE[rule])
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def _of_card(frame: pl.DataFrame, card: str) -> pl.DataFrame:
+    """The card's rows, else the whole capture's (card `host`)."""
+    mine = frame.filter(pl.col("card") == card)
+    return mine if mine.height else frame.filter(pl.col("card") == HOST)
+
+
+def _total(frame: pl.DataFrame, column: str) -> float:
+    value = frame[column].sum() if frame.height else 0.0
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else 0.0
+
+
+def _share(part: float, whole: float) -> float:
+    return round(100.0 * part / whole, 3) if whole > 0 else 0.0
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe cell: NaN and infinities are null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _rows(frame: pl.DataFrame, by: str, n: int, descending: bool = True) -> tuple[dict[str, Any], ...]:
+    """The n worst rows of a view (every column), worst first, ties in the view's order."""
+    if frame.height == 0 or n <= 0:
+        return ()
+    ranked = frame.with_row_index("_i").sort([by, "_i"], descending=[descending, False], nulls_last=True).head(n)
+    return tuple({k: _clean(v) for k, v in r.items()} for r in ranked.drop("_i").iter_rows(named=True))
+
+
+def _step_time(steps: pl.DataFrame) -> float:
+    """The card's time in steps: step_us, else compute + not overlapped + free."""
+    if steps.height == 0:
+        return 0.0
+    parts = pl.col("compute_us").fill_null(0.0) + pl.col("comm_not_overlapped_us").fill_null(0.0)
+    t = steps.select(pl.coalesce(pl.col("step_us"), parts + pl.col("free_us").fill_null(0.0)).sum()).item()
+    return float(t or 0.0)
+
+
+def _steps_text(steps: pl.DataFrame) -> str:
+    n = steps.height
+    return "the capture" if n == 1 and steps["step"][0] is None else f"{n} step(s)"
+
+
+# ---------------------------------------------------------------------------- rules
+
+
+class _Context:
+    """What every rule reads: the views, the diagnosis, the thresholds, the framework."""
+
+    def __init__(self, profile: Profile, diagnosis: Diagnosis, views: TrainingViews, th: Thresholds) -> None:
+        self.profile = profile
+        self.diagnosis = diagnosis
+        self.views = views
+        self.th = th
+        self.framework = framework_of(profile.layout)
+
+    def finding(self, rule: str, card: str, **kw: Any) -> Finding:
+        return Finding(
+            rule=rule,
+            severity=kw.pop("severity", "warning"),
+            card=card,
+            op_types=kw.pop("op_types", ()),
+            op_names=kw.pop("op_names", ()),
+            advice=advice(rule, self.framework),
+            **kw,
+        )
+
+
+def comm_not_overlapped(c: _Context, card: str) -> list[Finding]:
+    """Communication not hidden behind compute, as a share of the card's step time."""
+    steps = _of_card(c.views.steps, card)
+    total = _step_time(steps)
+    exposed = _total(steps, "comm_not_overlapped_us")
+    pct = _share(exposed, total)
+    if total <= 0 or exposed <= 0 or pct < c.th.comm_not_overlapped_pct:
+        return []
+    comm = _total(steps, "communication_us")
+    hidden = f", {_share(comm - exposed, comm):.1f}% of communication overlapped" if comm > 0 else ""
+    return [
+        c.finding(
+            "comm_not_overlapped",
+            card,
+            title=(
+                f"Communication not overlapped {exposed:,.0f} us = {pct:.1f}% of step time "
+                f"({total:,.0f} us over {_steps_text(steps)}){hidden}"
+            ),
+            count=steps.height,
+            time_us=exposed,
+            share_pct=pct,
+            evidence=_rows(steps, "comm_not_overlapped_us", c.th.evidence_rows),
+            threshold=f"not overlapped >= {c.th.comm_not_overlapped_pct:g}% of step time",
+            view="steps",
+        )
+    ]
+
+
+def _explained_wait(c: _Context, card: str, steps: pl.DataFrame) -> float:
+    """Wait time the operator rules blame (EXPLAINED_CAUSES) in the card's tasks of its steps.
+
+    A task belongs to a step by its Step Id; a capture without step boundaries (step null), or
+    tasks without a Step Id, count whole."""
+    tasks = c.diagnosis.tasks
+    if "wait_cause" not in tasks.columns or tasks.height == 0:
+        return 0.0
+    mine = tasks.filter((pl.col("card") == card) & pl.col("wait_cause").is_in(list(EXPLAINED_CAUSES)))
+    if mine.height == 0:
+        return 0.0
+    numbered = {s for s in steps["step"].to_list() if s is not None}
+    if numbered and steps["step"].null_count() == 0 and "step_id" in mine.columns:
+        ids = mine["step_id"].to_list()
+        if any(i not in (None, "") for i in ids):
+            keep = [step_number(i) in numbered for i in ids]
+            mine = mine.filter(pl.Series(keep, dtype=pl.Boolean))
+    return _total(mine, "wait_us")
+
+
+def free_time(c: _Context, card: str) -> list[Finding]:
+    """Device free inside the steps that no operator-level finding explains.
+
+    Free time (neither compute nor communication ran) minus the long waits that
+    `recompilation` and `host_op_wait` already blame inside the card's steps: what is left is
+    the host being late for reasons the tasks cannot show (data loading, Python between steps,
+    synchronisation). It does not fire on a card `idle_device` flags: that rule already says the
+    device is idle for most of the span (host-bound), and free time is then the same time said
+    twice; the two differ in scope (idle_device: the whole span, from the tasks; free_time: the
+    steps' free time, less what is explained) and free_time is the finer one for a busy device.
+    """
+    if any(f.rule == "idle_device" for f in c.diagnosis.for_card(card)):
+        return []
+    steps = _of_card(c.views.steps, card)
+    total = _step_time(steps)
+    free = _total(steps, "free_us")
+    if total <= 0 or free <= 0:
+        return []
+    explained = min(_explained_wait(c, card, steps), free)
+    rest = free - explained
+    pct = _share(rest, total)
+    if pct < c.th.free_pct:
+        return []
+    less = f" ({explained:,.0f} us of {free:,.0f} us free blamed on recompilation / host ops)" if explained else ""
+    return [
+        c.finding(
+            "free_time",
+            card,
+            title=(
+                f"Device free {rest:,.0f} us = {pct:.1f}% of step time, unexplained{less}, over {_steps_text(steps)}"
+            ),
+            count=steps.height,
+            time_us=rest,
+            share_pct=pct,
+            evidence=_rows(steps, "free_us", c.th.evidence_rows),
+            threshold=f"free, less explained waits, >= {c.th.free_pct:g}% of step time",
+            view="steps",
+        )
+    ]
+
+
+def _span(c: _Context, card: str) -> float:
+    """The card's span: the sum of its step time, else first task start to last task end."""
+    total = _step_time(_of_card(c.views.steps, card))
+    if total > 0 or c.profile.time_problem is not None:
+        return total
+    tasks = c.diagnosis.tasks.filter(pl.col("card") == card)
+    if tasks.height == 0:
+        return 0.0
+    got = tasks.select((pl.col("start_us") + pl.col("duration_us").fill_null(0.0)).max() - pl.col("start_us").min())
+    return float(got.item() or 0.0)
+
+
+def sync_heavy(c: _Context, card: str) -> list[Finding]:
+    """Host time in synchronising APIs (SYNC_API) as a share of the card's span.
+
+    An AscendCL call and the runtime call under it are both recorded (aclrtSynchronizeStream
+    runs rtStreamSynchronize): the time is the larger of the two levels' totals, never their
+    sum."""
+    api = _of_card(c.views.host_api, card).filter(pl.col("api").str.contains(SYNC_API))
+    if api.height == 0:
+        return []
+    per_level = api.group_by(pl.col("level").fill_null("")).agg(pl.col("total_us").sum())
+    sync = max(float(t or 0.0) for t in per_level["total_us"].to_list())
+    span = _span(c, card)
+    pct = _share(sync, span)
+    if span <= 0 or sync <= 0 or pct < c.th.sync_pct:
+        return []
+    calls = int(api["count"].sum() or 0)
+    names = tuple(api.sort("total_us", descending=True)["api"].unique(maintain_order=True).head(5).to_list())
+    return [
+        c.finding(
+            "sync_heavy",
+            card,
+            title=f"Host synchronisation {sync:,.0f} us = {pct:.1f}% of the span ({span:,.0f} us), {calls:,} call(s)",
+            op_names=names,
+            count=calls,
+            time_us=sync,
+            share_pct=pct,
+            evidence=_rows(api, "total_us", c.th.evidence_rows),
+            threshold=f"synchronising APIs >= {c.th.sync_pct:g}% of the span",
+            view="host_api",
+        )
+    ]
+
+
+SLOW_RANK_DIMENSIONS = (
+    ("compute_us", "compute", max),
+    ("communication_us", "communication", min),
+    ("free_us", "free", max),
+)
+
+
+def _slow_ranks(c: _Context) -> dict[str, list[tuple[str, float, float, float]]]:
+    """Per slow card: (dimension, its mean per step, the median of the cards, excess us)."""
+    steps = c.views.steps.filter(pl.col("card") != HOST)
+    per = steps.group_by("card").agg(
+        pl.len().alias("n"),
+        *(pl.col(col).mean().alias(col) for col, _, _ in SLOW_RANK_DIMENSIONS),
+    )
+    out: dict[str, list[tuple[str, float, float, float]]] = {}
+    if per.height < 2:
+        return out
+    per = per.sort("card")
+    for col, name, pick in SLOW_RANK_DIMENSIONS:
+        rows = [(r["card"], float(r[col]), int(r["n"])) for r in per.iter_rows(named=True) if r[col] is not None]
+        if len(rows) < 2:
+            continue
+        values = [v for _, v, _ in rows]
+        mean = sum(values) / len(values)
+        if mean <= 0 or 100.0 * (max(values) - min(values)) / mean < c.th.slow_rank_pct:
+            continue
+        median = statistics.median(values)
+        card, value, n = pick(rows, key=lambda r: r[1])
+        out.setdefault(card, []).append((name, value, median, abs(value - median) * n))
+    return out
+
+
+def slow_rank(c: _Context, cards: tuple[str, ...]) -> list[Finding]:
+    """msprof-analyze's slow-rank analysis over the steps of every card: placeholder."""
+    slow = _slow_ranks(c)
+    out = []
+    for card in cards:
+        dims = slow.get(card)
+        if not dims:
+            continue
+        steps = c.views.steps.filter(pl.col("card") == card)
+        excess = max(d[3] for d in dims)
+        what = "; ".join(f"{name} {value:,.0f} us/step vs median {median:,.0f}" for name, value, median, _ in dims)
+        total = _step_time(steps)
+        out.append(
+            c.finding(
+                "slow_rank",
+                card,
+                title=f"Slow rank: {what}",
+                count=steps.height,
+                time_us=excess,
+                share_pct=_share(excess, total),
+                evidence=_rows(steps, "step_us", c.th.evidence_rows),
+                threshold=f"(max - min) / mean over cards >= {c.th.slow_rank_pct:g}%",
+                view="steps",
+            )
+        )
+    return out
+
+
+def slow_link(c: _Context, card: str) -> list[Finding]:
+    return []
+
+
+def small_packets(c: _Context, card: str) -> list[Finding]:
+    return []
+
+
+def memory_peak(c: _Context, card: str) -> list[Finding]:
+    """Peak reserved memory near the device's capacity; never without a known capacity."""
+    mem = _of_card(c.views.memory, card).filter(
+        pl.col("capacity_mb").is_not_null() & (pl.col("capacity_mb") > 0) & pl.col("peak_reserved_mb").is_not_null()
+    )
+    if mem.height == 0:
+        return []
+    mem = mem.with_columns((100.0 * pl.col("peak_reserved_mb") / pl.col("capacity_mb")).alias("_pct"))
+    worst = mem.sort("_pct", descending=True).row(0, named=True)
+    pct = float(worst["_pct"])
+    if pct < c.th.memory_peak_pct:
+        return []
+    return [
+        c.finding(
+            "memory_peak",
+            card,
+            title=(
+                f"Peak reserved {worst['peak_reserved_mb']:,.0f} MB = {pct:.1f}% of the device's "
+                f"{worst['capacity_mb']:,.0f} MB"
+            ),
+            count=1,
+            time_us=0.0,
+            share_pct=round(pct, 3),
+            evidence=_rows(mem.drop("_pct"), "peak_reserved_mb", c.th.evidence_rows),
+            threshold=f"peak reserved >= {c.th.memory_peak_pct:g}% of capacity",
+            view="memory",
+        )
+    ]
+
+
+PER_CARD: tuple[Callable[[_Context, str], list[Finding]], ...] = (
+    comm_not_overlapped,
+    free_time,
+    sync_heavy,
+    slow_link,
+    small_packets,
+    memory_peak,
+)
+
+
+def training_findings(
+    profile: Profile, diagnosis: Diagnosis, views: TrainingViews, thresholds: Thresholds | None = None
+) -> list[Finding]:
+    """The training-level findings of the diagnosed cards, in display order (`order`)."""
+    c = _Context(profile, diagnosis, views, thresholds or diagnosis.thresholds)
+    out: list[Finding] = []
+    for card in diagnosis.cards:
+        for rule in PER_CARD:
+            out.extend(rule(c, card))
+    out.extend(slow_rank(c, diagnosis.cards))
+    return order(out)
