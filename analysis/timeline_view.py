@@ -398,3 +398,38 @@ __all__ = [
     "render",
     "zoom",
 ]
+
+
+StepMark = tuple[int | None, int, int]  # (step number or None, start_ns, end_ns)
+STEP_EDGE = "│"
+
+
+def step_row(marks: tuple[StepMark, ...], start_ns: int, end_ns: int, width: int) -> str:
+    """One line of `width` cells marking step boundaries in the window: `│` where a step
+    starts (and where the last one ends), its number after it while there is room."""
+    width = max(int(width), 0)
+    cells = [" "] * width
+    if not width or not marks or end_ns <= start_ns:
+        return "".join(cells)
+    col_ns = (end_ns - start_ns) / width
+
+    def column(ns: int) -> int | None:
+        if not start_ns <= ns <= end_ns:
+            return None
+        return min(int((ns - start_ns) / col_ns), width - 1)
+
+    edges: list[tuple[int, str]] = []
+    for step, s, _ in marks:
+        c = column(s)
+        if c is not None:
+            edges.append((c, "" if step is None else str(step)))
+    last = column(max(e for _, _, e in marks))
+    if last is not None:
+        edges.append((last, ""))
+    edges.sort()
+    for i, (c, label) in enumerate(edges):
+        cells[c] = STEP_EDGE
+        room = (edges[i + 1][0] if i + 1 < len(edges) else width) - c - 1
+        if label and len(label) <= room:
+            cells[c + 1 : c + 1 + len(label)] = list(label)
+    return "".join(cells)

@@ -11,9 +11,14 @@ from typing import Any, Protocol, cast
 
 from textual.app import App
 
+from npuscope.analysis import Thresholds
+from npuscope.parsers import ReadOptions
+
 
 class Explorer(Protocol):
     export_dir: Path | None
+    read: ReadOptions
+    thresholds: Thresholds
 
     def load(self, capture: str | int | None) -> None: ...
 

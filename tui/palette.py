@@ -16,3 +16,12 @@ CAUSE_STYLES: dict[str, str] = {
 }
 HOST_COMPILE_STYLE = "red3"
 HOST_SYNC_STYLE = "dark_orange"
+
+# The parts of a step in the Steps tab's stacked bars; compute and communication in the
+# colours of their timeline lanes, free time in the grey of idle.
+STEP_PART_STYLES: dict[str, str] = {
+    "compute": "green3",
+    "comm": "dodger_blue2",
+    "free": "grey50",
+}
+STEP_PART_LABELS: dict[str, str] = {"compute": "compute", "comm": "comm not overlapped", "free": "free"}

@@ -1,14 +1,17 @@
-"""The main screen: header, cards, op summary / op statistics tables, mini timeline.
+"""The main screen: header, cards, the op and training-level tabs, mini timeline.
 
 It keeps the view state (card, filter, sort per table) and asks the analysis layer for the
-frames to show; the widgets only render what they are given.
+frames to show; the widgets only render what they are given. The training-level views
+(steps, communication, host API, memory) are read in a worker once the first screen shows;
+their tabs say "reading…" until then, and each tab keeps its own sorts and filter.
 
 | key | action |
 |---|---|
 | `[` / `]` | previous / next card |
 | `p` / `P` | pick a card / pick a capture |
 | `1` / `2` | op summary / op statistics |
-| `/` | filter; Esc clears |
+| `3` / `4` / `5` / `6` | steps / communication / host API / memory |
+| `/` | filter the visible tab; Esc clears |
 | `d` / `w` / `t` | sort by duration / by wait / chronological (again: reverse) |
 | `s` / `r` | sort by the next column / reverse the order |
 | `e` | export the current table (CSV and markdown) |
@@ -47,15 +50,23 @@ from npuscope.analysis.query import (
 )
 from npuscope.analysis.timeline_view import TimelineModel, build_model
 from npuscope.analysis.totals import card_summary
+from npuscope.analysis.training_rules import training_findings
+from npuscope.analysis.training_tables import card_step_windows, step_marks
 from npuscope.parsers import Profile, ProfileError
+from npuscope.parsers.training import TrainingViews, read_training_views
 
 from ..explorer import explorer
 from ..palette import CAUSE_STYLES
 from ..widgets.cards_pane import CardsPane
+from ..widgets.communication_pane import CommunicationPane
 from ..widgets.filter_bar import FilterBar
 from ..widgets.frame_table import Column, FrameTable
 from ..widgets.header_bar import HeaderBar
+from ..widgets.host_api_pane import HostApiPane
+from ..widgets.memory_pane import MemoryPane
 from ..widgets.mini_timeline import MiniTimeline
+from ..widgets.steps_pane import StepsPane
+from ..widgets.view_pane import ViewPane
 from .capture_screen import CaptureScreen
 from .finding_screen import FindingScreen
 from .path_prompt import PathPrompt
@@ -89,6 +100,15 @@ TASK_VIEW = (
 )
 MODEL_DELAY_S = 0.3
 DEFAULT_SORT = {"summary": ("row", False), "stats": ("total_us", True)}
+# The training-level tabs: id -> (title, pane); a finding's view names the tab it drills into.
+TRAINING_TABS: dict[str, tuple[str, type[ViewPane]]] = {
+    "steps": ("Steps [3]", StepsPane),
+    "communication": ("Comm [4]", CommunicationPane),
+    "host_api": ("Host API [5]", HostApiPane),
+    "memory": ("Memory [6]", MemoryPane),
+}
+VIEW_TABS = {"steps": "steps", "communication": "communication", "links": "communication"}
+VIEW_TABS |= {"host_api": "host_api", "memory": "memory"}
 WAIT_RULES = {"recompilation": "recompilation", "host_op_wait": "host_op", "communication_wait": "communication"}
 
 
@@ -118,6 +138,10 @@ class MainScreen(Screen):
         Binding("P", "pick_capture", "Pick capture", show=False),
         Binding("1", "tab('summary')", "Op summary", show=False),
         Binding("2", "tab('stats')", "Op statistics", show=False),
+        Binding("3", "tab('steps')", "Steps", show=False),
+        Binding("4", "tab('communication')", "Communication", show=False),
+        Binding("5", "tab('host_api')", "Host API", show=False),
+        Binding("6", "tab('memory')", "Memory", show=False),
         Binding("slash", "filter", "Filter"),
         Binding("escape", "escape", "Clear", show=False),
         Binding("d", "sort('duration_us')", "Sort dur"),
@@ -142,6 +166,8 @@ class MainScreen(Screen):
         self._card_tasks: dict[str, pl.DataFrame] = {}
         self._models: dict[str, TimelineModel] = {}
         self._summary_totals: tuple[int, float, float] = (0, 0.0, 0.0)
+        self.views: TrainingViews | None = None
+        self.step_windows: pl.DataFrame | None = None
 
     # ---------------------------------------------------------------- layout
     def compose(self) -> ComposeResult:
@@ -156,8 +182,11 @@ class MainScreen(Screen):
                 with TabbedContent(id="tabs", initial="summary"):
                     with TabPane("Op summary [1]", id="summary"):
                         yield FrameTable(id="summary-table")
-                    with TabPane("Op statistics [2]", id="stats"):
+                    with TabPane("Op stats [2]", id="stats"):
                         yield FrameTable(id="stats-table")
+                    for tab, (title, pane) in TRAINING_TABS.items():
+                        with TabPane(title, id=tab):
+                            yield pane(id=f"{tab}-pane")
                 yield FilterBar()
                 yield Static("", id="status")
         yield MiniTimeline(id="timeline")
@@ -187,7 +216,12 @@ class MainScreen(Screen):
         self._models.clear()
         self.add_class("loaded")
         self.card = profile.cards[0] if profile.cards else ""
+        self.views, self.step_windows = None, None
+        for pane in self.panes():
+            pane.show_reading()
         self._show_card()
+        # Read once the first screen has settled, like the timeline: never in its way.
+        self.set_timer(MODEL_DELAY_S, partial(self._read_views, profile, diagnosis))
         for note in profile.notes:
             self.notify(note, title="Note", markup=False, timeout=6)
         self.query_one("#summary-table", FrameTable).focus()
@@ -228,6 +262,9 @@ class MainScreen(Screen):
         )
         self.query_one(CardsPane).show(d.for_card(self.card), card_kpis(tasks))
         timeline = self.query_one(MiniTimeline)
+        timeline.set_steps(step_marks(self.step_windows, self.card) if self.step_windows is not None else ())
+        for pane in self.panes():
+            pane.set_card(self.card)
         if self.card in self._models:
             timeline.set_model(self._models[self.card])
         else:
@@ -272,7 +309,58 @@ class MainScreen(Screen):
             if row:
                 timeline.select(row["start_ns"], row["start_ns"] + round(row["duration_us"] * 1000))
 
+    @work(thread=True, group="views", exclusive=True, exit_on_error=False, description="read training views")
+    def _read_views(self, profile: Profile, diagnosis: Diagnosis) -> None:
+        app = explorer(self.app)
+        try:
+            views = read_training_views(profile, strict=app.read.strict)
+            windows = card_step_windows(profile)
+        except ProfileError as exc:
+            self.app.call_from_thread(self._views_failed, profile, str(exc))
+            return
+        except Exception as exc:  # never the UI's end: said on the tabs
+            self.app.call_from_thread(self._views_failed, profile, f"unexpected error: {type(exc).__name__}: {exc}")
+            return
+        problem = ""
+        try:
+            diagnosis = diagnosis.with_findings(training_findings(profile, diagnosis, views, app.thresholds))
+        except Exception as exc:
+            problem = f"training findings not shown: {type(exc).__name__}: {exc}"
+        self.app.call_from_thread(self._views_ready, profile, diagnosis, views, windows, problem)
+
+    def _views_failed(self, profile: Profile, message: str) -> None:
+        if profile is not self.profile:
+            return
+        for pane in self.panes():
+            pane.show_reading(f"could not be read: {message}")
+        self.notify(message, title="Training views", severity="error", markup=False)
+
+    def _views_ready(
+        self, profile: Profile, diagnosis: Diagnosis, views: TrainingViews, windows: pl.DataFrame, problem: str
+    ) -> None:
+        if profile is not self.profile:
+            return  # another profile was opened meanwhile
+        self.diagnosis, self.views, self.step_windows = diagnosis, views, windows
+        for pane in self.panes():
+            pane.show(views, self.card)
+        self.query_one(CardsPane).show(diagnosis.for_card(self.card), card_kpis(self.card_tasks()))
+        self.query_one(MiniTimeline).set_steps(step_marks(windows, self.card))
+        if problem:
+            self.notify(problem, title="Training views", severity="warning", markup=False)
+        self._update_status()
+
+    def panes(self) -> list[ViewPane]:
+        return list(self.query(ViewPane))
+
+    def current_pane(self) -> ViewPane | None:
+        tab = self.query_one("#tabs", TabbedContent).active or "summary"
+        return self.query_one(f"#{tab}-pane", ViewPane) if tab in TRAINING_TABS else None
+
     def _update_status(self) -> None:
+        pane = self.current_pane()
+        if pane is not None:
+            self.query_one("#status", Static).update(pane.status_text())
+            return
         table = self.current_table()
         if table.id == "summary-table":
             rows, dur, wait = self._summary_totals
@@ -286,6 +374,9 @@ class MainScreen(Screen):
         self.query_one("#status", Static).update(f"{text} · {order}{flt}")
 
     def current_table(self) -> FrameTable:
+        pane = self.current_pane()
+        if pane is not None:
+            return pane.current_table()
         tab = self.query_one("#tabs", TabbedContent).active or "summary"
         return self.query_one(f"#{tab}-table", FrameTable)
 
@@ -322,28 +413,56 @@ class MainScreen(Screen):
 
     def action_tab(self, tab: str) -> None:
         self.query_one("#tabs", TabbedContent).active = tab
-        self.query_one(f"#{tab}-table", FrameTable).focus()
+        pane = self.current_pane()
+        if pane is not None:
+            pane.focus_table()
+        else:
+            self.query_one(f"#{tab}-table", FrameTable).focus()
+        self._show_filter_bar()
+        self._update_status()
+
+    def _filter_text(self) -> str:
+        pane = self.current_pane()
+        return (pane.filter_query if pane is not None else self.filter_query).text
+
+    def _show_filter_bar(self) -> None:
+        bar = self.query_one(FilterBar)
+        bar.value = self._filter_text()
+        bar.display = bool(bar.value) or bar.has_focus
+
+    @on(TabbedContent.TabActivated)
+    def _tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        if self.profile is None:
+            return
+        self._show_filter_bar()
         self._update_status()
 
     def action_filter(self) -> None:
         bar = self.query_one(FilterBar)
         bar.display = True
-        bar.value = self.filter_query.text
+        bar.value = self._filter_text()
         bar.focus()
 
     def action_escape(self) -> None:
         if self.profile is None:
             explorer(self.app).cancel_loading()
             return
-        if self.filter_query.text:
+        if self._filter_text():
             self.apply_filter("")
 
     def apply_filter(self, text: str, *, sort: tuple[str, bool] | None = None, jump_to_row: int | None = None) -> bool:
         try:
-            self.filter_query = parse_query(text)
+            query = parse_query(text)
         except QueryError as exc:
             self.notify(str(exc), title="Filter", severity="error", markup=False)
             return False
+        pane = self.current_pane()
+        if pane is not None:  # a training tab: its own filter
+            pane.set_filter(query)
+            self._show_filter_bar()
+            self._update_status()
+            return True
+        self.filter_query = query
         if sort is not None:
             self.sorts["summary"] = sort
         bar = self.query_one(FilterBar)
@@ -353,6 +472,11 @@ class MainScreen(Screen):
         return True
 
     def action_sort(self, key: str) -> None:
+        pane = self.current_pane()
+        if pane is not None:
+            pane.sort(key)
+            self._update_status()
+            return
         table = "summary" if self.current_table().id == "summary-table" else "stats"
         if table == "stats":
             key = {"duration_us": "total_us", "wait_us": "total_us", "row": "total_us"}.get(key, key)
@@ -362,6 +486,11 @@ class MainScreen(Screen):
         self.refresh_tables(which=(table,))
 
     def action_next_sort_column(self) -> None:
+        pane = self.current_pane()
+        if pane is not None:
+            pane.next_sort_column()
+            self._update_status()
+            return
         table = "summary" if self.current_table().id == "summary-table" else "stats"
         columns = [c.key for c in (SUMMARY_COLUMNS if table == "summary" else STATS_COLUMNS)]
         current, _ = self.sorts[table]
@@ -370,6 +499,11 @@ class MainScreen(Screen):
         self.refresh_tables(which=(table,))
 
     def action_reverse(self) -> None:
+        pane = self.current_pane()
+        if pane is not None:
+            pane.reverse()
+            self._update_status()
+            return
         table = "summary" if self.current_table().id == "summary-table" else "stats"
         key, desc = self.sorts[table]
         self.sorts[table] = (key, not desc)
@@ -379,8 +513,12 @@ class MainScreen(Screen):
         if not self.profile:
             return
         table = self.current_table()
-        which = "op-summary" if table.id == "summary-table" else "op-statistic"
-        columns = [(c.key, c.title) for c in (SUMMARY_COLUMNS if which == "op-summary" else STATS_COLUMNS)]
+        if self.current_pane() is not None:
+            which = (table.id or "table").removesuffix("-table").replace("_", "-")
+            columns = [(c.key, c.title) for c in table.columns]
+        else:
+            which = "op-summary" if table.id == "summary-table" else "op-statistic"
+            columns = [(c.key, c.title) for c in (SUMMARY_COLUMNS if which == "op-summary" else STATS_COLUMNS)]
         stem = f"{self.profile.capture.name}-card{self.card}-{which}"
         try:
             csv_path, md_path = export_table(table.frame, columns, self.exports_dir(), stem)
@@ -438,6 +576,11 @@ class MainScreen(Screen):
 
     @on(FrameTable.HeaderSelected)
     def _header(self, message: FrameTable.HeaderSelected) -> None:
+        pane = self.current_pane()
+        if pane is not None:
+            pane.header_sort(message.table, message.key)
+            self._update_status()
+            return
         table = "summary" if message.table.id == "summary-table" else "stats"
         current, desc = self.sorts[table]
         self.sorts[table] = (message.key, not desc) if current == message.key else (message.key, True)
@@ -456,9 +599,24 @@ class MainScreen(Screen):
         if self.apply_filter(f"type:{op_type}"):
             self.action_tab("summary")
 
+    @on(FrameTable.RowHighlighted, "#steps-table")
+    def _step_highlighted(self, message: FrameTable.RowHighlighted) -> None:
+        marks = self.query_one(MiniTimeline).steps
+        step = message.row["step"] if message.row else None
+        window = next(((s, e) for n, s, e in marks if n == step), None)
+        if window is not None:
+            self.query_one(MiniTimeline).select(*window)
+
     @on(CardsPane.Chosen)
     def _card_chosen(self, message: CardsPane.Chosen) -> None:
         finding = message.finding
+        if finding.view in VIEW_TABS:
+            tab = VIEW_TABS[finding.view]
+            self.query_one("#tabs", TabbedContent).active = tab
+            pane = self.query_one(f"#{tab}-pane", ViewPane)
+            pane.drill_down(finding)
+            self.action_tab(tab)
+            return
         text, sort = drill_down_query(finding)
         worst = finding.evidence[0]["row"] if finding.evidence else None
         if self.apply_filter(text, sort=sort, jump_to_row=worst):

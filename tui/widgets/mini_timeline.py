@@ -26,12 +26,14 @@ from textual.widget import Widget
 
 from npuscope.analysis.timeline_view import (
     LaneView,
+    StepMark,
     TimelineModel,
     Window,
     ensure_visible,
     fit,
     pan,
     render,
+    step_row,
     zoom,
 )
 
@@ -146,6 +148,7 @@ class MiniTimeline(Widget, can_focus=True):
         self._model: TimelineModel | None = None
         self._empty_text = "no timeline"
         self._selected: tuple[int, int] | None = None
+        self._steps: tuple[StepMark, ...] = ()
         self._cache: tuple[tuple, tuple[LaneView, ...]] | None = None
         self.render_count = 0  # calls of timeline_view.render (the cache keeps it at 1 per frame)
         if model is not None:
@@ -176,6 +179,16 @@ class MiniTimeline(Widget, can_focus=True):
                 self._selected = None
             self.window = fit(model)
         self.refresh(layout=True)
+
+    @property
+    def steps(self) -> tuple[StepMark, ...]:
+        return self._steps
+
+    def set_steps(self, marks: tuple[StepMark, ...]) -> None:
+        """Mark these step boundaries on a line of their own under the lanes (none: no line)."""
+        if marks != self._steps:
+            self._steps = tuple(marks)
+            self.refresh(layout=True)
 
     def select(self, start_ns: int, end_ns: int) -> None:
         """Mark the task [start_ns, end_ns) and pan (same zoom) until it is in view."""
@@ -236,7 +249,7 @@ class MiniTimeline(Widget, can_focus=True):
         return pan(value, 0.0, bounds=self._bounds())
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        return 1 if self._model is None else len(self._model.lanes) + 2
+        return 1 if self._model is None else len(self._model.lanes) + 2 + (1 if self._steps else 0)
 
     def _style(self, name: str) -> Style:
         # Without an app (unit tests) the component styles do not exist yet: plain text.
@@ -294,6 +307,11 @@ class MiniTimeline(Widget, can_focus=True):
             segments.append(Segment("▲" * (c1 - c0 + 1), style))
         return segments
 
+    def _steps_strip(self, cells: int) -> list[Segment]:
+        ws, we = self._shown()[1]
+        style = self._style("mini-timeline--axis")
+        return [self._label("steps", style), Segment(step_row(self._steps, ws, we, cells), style)]
+
     def _axis_strip(self, cells: int) -> list[Segment]:
         model, (ws, we) = self._shown()
         span = we - ws
@@ -318,6 +336,10 @@ class MiniTimeline(Widget, can_focus=True):
             return Strip.blank(width)
         cells = max(0, width - LABEL_WIDTH)
         lanes = self._model.lanes
+        if self._steps and y == len(lanes):
+            return Strip(self._steps_strip(cells)).crop_extend(0, width, None)
+        if self._steps and y > len(lanes):
+            y -= 1
         if y < len(lanes):
             if cells:
                 segments = self._lane_strip(self._views(cells)[y])

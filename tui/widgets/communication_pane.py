@@ -1,0 +1,83 @@
+"""The Communication tab [4]: the card's collectives, then the links (src, dst, transport, bandwidth)."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from npuscope.analysis import Finding
+from npuscope.analysis.training_tables import TableFields, communication_table, links_table
+from npuscope.parsers.training import TrainingViews
+
+from .frame_table import Column
+from .view_pane import TableSpec, ViewPane
+
+COMM_COLUMNS = (
+    Column("op_type", "OP Type", 16),
+    Column("count", "Count", 7, numeric=True, decimals=0),
+    Column("total_us", "Total(us)", 13, numeric=True),
+    Column("share_pct", "Share(%)", 17, numeric=True, decimals=1, bar=True),
+    Column("wait_us", "Wait(us)", 12, numeric=True),
+    Column("size_mb", "Size(MB)", 10, numeric=True),
+    Column("bandwidth_gbps", "BW(GB/s)", 9, numeric=True, decimals=2),
+    Column("op_name", "Op Name", 30),
+    Column("avg_us", "Avg(us)", 12, numeric=True),
+    Column("transit_us", "Transit(us)", 12, numeric=True),
+    Column("sync_us", "Sync(us)", 12, numeric=True),
+    Column("source", "Source", 28),
+)
+LINKS_COLUMNS = (
+    Column("src", "Src", 5, numeric=True, decimals=0),
+    Column("dst", "Dst", 5, numeric=True, decimals=0),
+    Column("transport", "Transport", 10),
+    Column("size_mb", "Size(MB)", 12, numeric=True),
+    Column("bandwidth_gbps", "BW(GB/s)", 10, numeric=True, decimals=2),
+    Column("time_us", "Time(us)", 13, numeric=True),
+    Column("group", "Group", 22),
+    Column("source", "Source", 28),
+)
+
+
+class CommunicationPane(ViewPane):
+    SPECS = (
+        TableSpec(
+            "comm",
+            "communication",
+            "collectives",
+            COMM_COLUMNS,
+            TableFields(("op_name", "op_type", "source"), type_column="op_type", duration="total_us", wait="wait_us"),
+            duration="total_us",
+            wait="wait_us",
+        ),
+        TableSpec(
+            "links",
+            "links",
+            "links",
+            LINKS_COLUMNS,
+            TableFields(("transport", "group", "src", "dst"), duration="time_us"),
+            duration="size_mb",
+            wait="bandwidth_gbps",
+        ),
+    )
+
+    def frames_of(self, views: TrainingViews, card: str) -> dict[str, pl.DataFrame]:
+        return {"comm": communication_table(views, card), "links": links_table(views, card)}
+
+    def drill_down(self, finding: Finding) -> None:
+        evidence = finding.evidence[0] if finding.evidence else {}
+        if finding.rule == "slow_link" or getattr(finding, "view", "") == "links":
+            self.current = "links"
+            self.sort_by("links", "bandwidth_gbps", False)  # slowest first
+            table = self.table("links")
+            frame = self.frames.get("links")
+            if frame is not None and evidence:
+                hit = frame.filter(
+                    (pl.col("src") == evidence.get("src")) & (pl.col("dst") == evidence.get("dst"))
+                ).filter(pl.col("transport") == evidence.get("transport"))
+                if hit.height:
+                    table.move_to_key(hit["row"][0])
+            return
+        self.current = "comm"
+        self.sort_by("comm", "total_us", True)
+        name = evidence.get("op_name")
+        if name is not None:
+            self.table("comm").move_to_key(name, key="op_name")

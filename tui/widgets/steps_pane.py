@@ -1,0 +1,66 @@
+"""The Steps tab [3]: a stacked bar per step, then the step table (compute, exposed communication, free)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import polars as pl
+from textual import on
+from textual.widget import Widget
+
+from npuscope.analysis import Finding
+from npuscope.analysis.training_tables import TableFields, step_bars, steps_table
+from npuscope.parsers.training import TrainingViews
+
+from .frame_table import Column, FrameTable
+from .step_bars import StepBars
+from .view_pane import TableSpec, ViewPane
+
+STEPS_COLUMNS = (
+    Column("label", "Step", 6),
+    Column("step_us", "Step(us)", 13, numeric=True),
+    Column("compute_us", "Compute(us)", 13, numeric=True),
+    Column("comm_not_overlapped_us", "NotOverlap(us)", 14, numeric=True),
+    Column("free_us", "Free(us)", 13, numeric=True),
+    Column("not_overlapped_pct", "NotOv%", 6, numeric=True, decimals=1),
+    Column("free_pct", "Free%", 6, numeric=True, decimals=1),
+    Column("overlapped_us", "Overlapped(us)", 14, numeric=True),
+    Column("communication_us", "Comm(us)", 13, numeric=True),
+    Column("source", "Source", 30),
+)
+# The column a finding of each rule is about, worst first.
+DRILL_SORT = {"comm_not_overlapped": "comm_not_overlapped_us", "free_time": "free_us", "slow_rank": "step_us"}
+
+
+class StepsPane(ViewPane):
+    SPECS = (
+        TableSpec(
+            "steps",
+            "steps",
+            "steps",
+            STEPS_COLUMNS,
+            TableFields(("label", "source"), duration="step_us", wait="free_us"),
+            duration="step_us",
+            wait="free_us",
+        ),
+    )
+
+    def compose_extras(self) -> Iterable[Widget]:
+        yield StepBars(id="step-bars")
+
+    def frames_of(self, views: TrainingViews, card: str) -> dict[str, pl.DataFrame]:
+        return {"steps": steps_table(views, card)}
+
+    def show_extras(self, views: TrainingViews | None, card: str) -> None:
+        frame = self.frames.get("steps")
+        self.query_one(StepBars).set_bars(step_bars(frame) if frame is not None else ())
+
+    @on(FrameTable.RowHighlighted, "#steps-table")
+    def _step_highlighted(self, message: FrameTable.RowHighlighted) -> None:
+        self.query_one(StepBars).mark(message.row["label"] if message.row else None)
+
+    def drill_down(self, finding: Finding) -> None:
+        self.sort_by("steps", DRILL_SORT.get(finding.rule, "step_us"), True)
+        step = finding.evidence[0].get("step") if finding.evidence else None
+        if step is not None:
+            self.table("steps").move_to_key(step, key="step")
