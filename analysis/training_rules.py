@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
@@ -370,13 +371,11 @@ def sync_heavy(c: _Context, card: str) -> list[Finding]:
     if span <= 0 or sync <= 0 or pct < c.th.sync_pct:
         return []
     calls = int(api["count"].sum() or 0)
-    names = tuple(api.sort("total_us", descending=True)["api"].unique(maintain_order=True).head(5).to_list())
     return [
         c.finding(
             "sync_heavy",
             card,
             title=f"Host synchronisation {sync:,.0f} us = {pct:.1f}% of the span ({span:,.0f} us), {calls:,} call(s)",
-            op_names=names,
             count=calls,
             time_us=sync,
             share_pct=pct,
@@ -387,72 +386,192 @@ def sync_heavy(c: _Context, card: str) -> list[Finding]:
     ]
 
 
-SLOW_RANK_DIMENSIONS = (
-    ("compute_us", "compute", max),
-    ("communication_us", "communication", min),
-    ("free_us", "free", max),
+SLOW_RANK_DIMENSIONS: tuple[tuple[str, str, bool], ...] = (
+    ("compute_us", "compute", True),
+    ("comm_not_overlapped_us", "communication not overlapped", False),
+    ("free_us", "free", True),
 )
+"""msprof-analyze's three dimensions (Computing, Communication(Not Overlapped), Free) and whether
+the slow rank is the one with the most (compute, free) or the least (communication: the rank
+the others wait for in every collective waits least itself)."""
 
 
-def _slow_ranks(c: _Context) -> dict[str, list[tuple[str, float, float, float]]]:
-    """Per slow card: (dimension, its mean per step, the median of the cards, excess us)."""
-    steps = c.views.steps.filter(pl.col("card") != HOST)
-    per = steps.group_by("card").agg(
-        pl.len().alias("n"),
-        *(pl.col(col).mean().alias(col) for col, _, _ in SLOW_RANK_DIMENSIONS),
+@dataclass(frozen=True)
+class SlowRank:
+    column: str  # of the steps view
+    dimension: str
+    most: bool  # slow by having the most of it (compute, free), else the least
+    value_us: float  # the slow card's mean per step
+    median_us: float  # the median over cards of the mean per step
+    spread_pct: float  # (max - min) / mean over cards of the mean step time, %
+    excess_us: float  # |value - median| x the card's steps
+
+
+def slow_ranks(steps: pl.DataFrame, threshold_pct: float) -> dict[str, list[SlowRank]]:
+    """msprof-analyze's slow-rank analysis (advisor SlowRankAnalyzer) over the cards' steps.
+
+    Per card, the mean per step of compute, communication not overlapped and free; per
+    dimension, (max - min) over cards divided by the mean over cards of the mean step time
+    (compute + not overlapped + free, the sum SlowRankAnalyzer divides by) must exceed
+    `threshold_pct`. msprof-analyze compares every (step, rank) pair; the mean per step of each
+    card is compared here, so one odd step does not make a slow rank. Rows of card `host` are
+    not a rank. Needs two cards with steps."""
+    ranks = steps.filter(pl.col("card") != HOST)
+    cols = [col for col, _, _ in SLOW_RANK_DIMENSIONS]
+    per = (
+        ranks.group_by("card").agg(pl.len().alias("n"), *(pl.col(c).mean() for c in cols)).drop_nulls(cols).sort("card")
     )
-    out: dict[str, list[tuple[str, float, float, float]]] = {}
+    out: dict[str, list[SlowRank]] = {}
     if per.height < 2:
         return out
-    per = per.sort("card")
-    for col, name, pick in SLOW_RANK_DIMENSIONS:
-        rows = [(r["card"], float(r[col]), int(r["n"])) for r in per.iter_rows(named=True) if r[col] is not None]
-        if len(rows) < 2:
-            continue
-        values = [v for _, v, _ in rows]
-        mean = sum(values) / len(values)
-        if mean <= 0 or 100.0 * (max(values) - min(values)) / mean < c.th.slow_rank_pct:
+    rows = list(per.iter_rows(named=True))
+    mean_total = statistics.fmean(sum(float(r[c]) for c in cols) for r in rows)
+    if mean_total <= 0:
+        return out
+    for col, name, most in SLOW_RANK_DIMENSIONS:
+        values = [float(r[col]) for r in rows]
+        spread = 100.0 * (max(values) - min(values)) / mean_total
+        if spread <= threshold_pct:
             continue
         median = statistics.median(values)
-        card, value, n = pick(rows, key=lambda r: r[1])
-        out.setdefault(card, []).append((name, value, median, abs(value - median) * n))
+        pick = max if most else min
+        slow = pick(rows, key=lambda r: float(r[col]))
+        value = float(slow[col])
+        out.setdefault(slow["card"], []).append(
+            SlowRank(col, name, most, value, median, round(spread, 3), abs(value - median) * int(slow["n"]))
+        )
     return out
 
 
 def slow_rank(c: _Context, cards: tuple[str, ...]) -> list[Finding]:
-    """msprof-analyze's slow-rank analysis over the steps of every card: placeholder."""
-    slow = _slow_ranks(c)
+    """The slow ranks of `slow_ranks`, one finding per slow card.
+
+    A card slow in several dimensions (late compute also means it waits least in the
+    collectives) gets one finding whose time at stake is the largest excess, not their sum:
+    the others are the same lost time seen from another side."""
+    slow = slow_ranks(c.views.steps, c.th.slow_rank_pct)
     out = []
     for card in cards:
         dims = slow.get(card)
         if not dims:
             continue
         steps = c.views.steps.filter(pl.col("card") == card)
-        excess = max(d[3] for d in dims)
-        what = "; ".join(f"{name} {value:,.0f} us/step vs median {median:,.0f}" for name, value, median, _ in dims)
-        total = _step_time(steps)
+        what = "; ".join(
+            f"{d.dimension} {d.value_us:,.0f} us/step vs median {d.median_us:,.0f} us (spread {d.spread_pct:.1f}% of step time)"
+            for d in dims
+        )
+        worst = max(dims, key=lambda d: d.excess_us)
         out.append(
             c.finding(
                 "slow_rank",
                 card,
                 title=f"Slow rank: {what}",
                 count=steps.height,
-                time_us=excess,
-                share_pct=_share(excess, total),
-                evidence=_rows(steps, "step_us", c.th.evidence_rows),
-                threshold=f"(max - min) / mean over cards >= {c.th.slow_rank_pct:g}%",
+                time_us=worst.excess_us,
+                share_pct=_share(worst.excess_us, _step_time(steps)),
+                evidence=_rows(steps, worst.column, c.th.evidence_rows, descending=worst.most),
+                threshold=f"(max - min) over cards > {c.th.slow_rank_pct:g}% of the mean step time",
                 view="steps",
             )
         )
     return out
 
 
+def _measured_links(links: pl.DataFrame, min_mb: float) -> pl.DataFrame:
+    """Links between ranks that moved enough data for their bandwidth to measure the link."""
+    return links.filter(
+        (pl.col("transport") != "LOCAL")
+        & (pl.col("src") != pl.col("dst")).fill_null(True)
+        & (pl.col("bandwidth_gbps") > 0)
+        & (pl.col("time_us") > 0)
+        & (pl.col("size_mb") >= min_mb)
+    )
+
+
 def slow_link(c: _Context, card: str) -> list[Finding]:
-    return []
+    """Links of the card whose bandwidth is below slow_link_pct of the median of the links of
+    the same transport (every card's, so one card with few links is still compared).
+
+    LOCAL copies are no link, and a link that moved less than small_packet_mb measures latency,
+    not bandwidth (that is `small_packets`' business): both are left out, and a transport needs
+    two links for a median. The time at stake is each slow link's time beyond what the median
+    bandwidth would take for the same data."""
+    every = _measured_links(c.views.links, c.th.small_packet_mb)
+    medians = every.group_by("transport").agg(pl.col("bandwidth_gbps").median().alias("_median"), pl.len().alias("_n"))
+    mine = _measured_links(_of_card(c.views.links, card), c.th.small_packet_mb).join(medians, on="transport")
+    slow = mine.filter(
+        (pl.col("_n") >= 2) & (pl.col("bandwidth_gbps") < c.th.slow_link_pct / 100.0 * pl.col("_median"))
+    )
+    if slow.height == 0:
+        return []
+    slow = slow.with_columns(
+        (pl.col("time_us") - pl.col("size_mb") / pl.col("_median") * 1000.0).clip(lower_bound=0.0).alias("_excess")
+    )
+    excess = _total(slow, "_excess")
+    worst = slow.sort(["bandwidth_gbps", "group"], nulls_last=True).row(0, named=True)
+    more = f" and {slow.height - 1} more" if slow.height > 1 else ""
+    return [
+        c.finding(
+            "slow_link",
+            card,
+            title=(
+                f"Slow link: {worst['transport']} {worst['src']}->{worst['dst']} at {worst['bandwidth_gbps']:,.2f} GB/s = "
+                f"{100.0 * worst['bandwidth_gbps'] / worst['_median']:.0f}% of the {worst['transport']} median "
+                f"{worst['_median']:,.2f} GB/s{more}; {excess:,.0f} us beyond the median's time"
+            ),
+            count=slow.height,
+            time_us=excess,
+            share_pct=_share(excess, _span(c, card)),
+            evidence=_rows(
+                slow.drop("_median", "_n", "_excess"), "bandwidth_gbps", c.th.evidence_rows, descending=False
+            ),
+            threshold=f"bandwidth < {c.th.slow_link_pct:g}% of the transport's median link",
+            view="links",
+        )
+    ]
 
 
 def small_packets(c: _Context, card: str) -> list[Finding]:
-    return []
+    """Collectives moving less than small_packet_mb per call, when they take at least
+    small_packet_pct of the card's communication time.
+
+    As msprof-analyze's packet analysis, calls that moved nothing (no transit size) are not
+    counted as small; unlike it, the share is of time (the time at stake), not of calls, and one
+    size applies whatever the transport (the view does not split a call by transport)."""
+    comm = _of_card(c.views.communication, card)
+    total = _total(comm, "total_us")
+    if total <= 0:
+        return []
+    small = comm.filter(
+        (pl.col("count") > 0) & (pl.col("size_mb") > 0) & (pl.col("size_mb") / pl.col("count") < c.th.small_packet_mb)
+    )
+    t = _total(small, "total_us")
+    pct = _share(t, total)
+    if small.height == 0 or pct < c.th.small_packet_pct:
+        return []
+    calls = int(small["count"].sum() or 0)
+    mean_mb = _total(small, "size_mb") / calls if calls else 0.0
+    return [
+        c.finding(
+            "small_packets",
+            card,
+            title=(
+                f"{calls:,} collective call(s) under {c.th.small_packet_mb:g} MB (mean {mean_mb * 1024:,.1f} KB) take "
+                f"{t:,.0f} us = {pct:.1f}% of communication time"
+            ),
+            op_names=tuple(
+                n for n in small.sort("total_us", descending=True)["op_name"].head(5).to_list() if n is not None
+            ),
+            count=calls,
+            time_us=t,
+            share_pct=pct,
+            evidence=_rows(small, "total_us", c.th.evidence_rows),
+            threshold=(
+                f"calls under {c.th.small_packet_mb:g} MB each >= {c.th.small_packet_pct:g}% of communication time"
+            ),
+            view="communication",
+        )
+    ]
 
 
 def memory_peak(c: _Context, card: str) -> list[Finding]:
