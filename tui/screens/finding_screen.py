@@ -14,7 +14,30 @@ from textual.widgets import Label, Static
 from npuscope.analysis import Finding
 
 
+def view_table(finding: Finding) -> Table:
+    """Evidence rows of a training-level finding: rows of its view, with that view's columns."""
+    table = Table(expand=True, header_style="bold", box=None)
+    keys = [k for k in finding.evidence[0] if k != "source"]
+    numeric = {k for k in keys if all(isinstance(r.get(k), (int, float)) or r.get(k) is None for r in finding.evidence)}
+    for key in keys:
+        table.add_column(escape(key), justify="right" if key in numeric else "left", overflow="ellipsis", no_wrap=True)
+    for row in finding.evidence:
+        cells = []
+        for key in keys:
+            v = row.get(key)
+            if v is None:
+                cells.append("-")
+            elif isinstance(v, float):
+                cells.append(f"{v:,.3f}")
+            else:
+                cells.append(escape(str(v)))
+        table.add_row(*cells)
+    return table
+
+
 def evidence_table(finding: Finding) -> Table:
+    if finding.view:
+        return view_table(finding)
     table = Table(expand=True, header_style="bold", box=None)
     columns: tuple[tuple[str, JustifyMethod], ...] = (
         ("Op Name", "left"), ("OP Type", "left"), ("Task Type", "left"), ("Start(us)", "right"),
@@ -45,19 +68,21 @@ class FindingScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         f = self.finding
+        counted = f"count {f.count:,} · {f.view} tab" if f.view else f"{f.count:,} task(s)"
         with VerticalScroll(id="finding", classes="dialog"):
             yield Label(escape(f"{f.severity.upper()}  {f.title}"), classes="dialog-title")
             yield Static(
                 escape(
                     f"rule {f.rule} · card {f.card} · threshold: {f.threshold} · "
                     f"confidence: {f.confidence}\n"
-                    f"{f.count:,} task(s) · {f.time_us:,.1f} us at stake · {f.share_pct:.1f}%"
+                    f"{counted} · {f.time_us:,.1f} us at stake · {f.share_pct:.1f}%"
                 )
             )
             if f.op_names:
                 yield Static(escape("op names: " + ", ".join(f.op_names)))
             yield Label("Evidence (worst first)", classes="section")
-            yield Static(evidence_table(f) if f.evidence else "no task rows for this finding")
+            empty = f"no {f.view} rows for this finding" if f.view else "no task rows for this finding"
+            yield Static(evidence_table(f) if f.evidence else empty)
             yield Label("What to do", classes="section")
             yield Static(escape(f.advice))
             yield Label("Esc closes · Enter on the card filters the tables", classes="hint")
