@@ -22,6 +22,14 @@ from .totals import card_summary
 from .training_report import card_views, training_lines
 
 SCHEMA = "npuscope.report/1"
+VIEW_SECTIONS = {
+    "steps": "Steps",
+    "communication": "Communication",
+    "links": "Links",
+    "host_api": "Host API",
+    "memory": "Memory",
+}
+"""The section of a card that shows the rows of a finding's view."""
 ROW_KEYS = (
     "op_name",
     "op_type",
@@ -129,6 +137,8 @@ def render(report: dict[str, Any], fmt: str) -> str:
             sev = SEVERITY_MARK[f["severity"]]
             conf = "" if f["confidence"] == "evidence" else " (suspected)"
             at_stake = f"{f['time_us']:,.0f} us" if f["time_us"] else "-"
+            if f.get("view"):  # a training-level finding: its rows are in that section below
+                at_stake += f" (see {VIEW_SECTIONS.get(f['view'], f['view'])})"
             if md:
                 out.append(f"- **{sev}** `{f['rule']}`: {f['title']}{conf}. At stake: {at_stake}. {f['advice']}")
             else:

@@ -457,9 +457,12 @@ def slow_rank(c: _Context, cards: tuple[str, ...]) -> list[Finding]:
             continue
         steps = c.views.steps.filter(pl.col("card") == card)
         what = "; ".join(
-            f"{d.dimension} {d.value_us:,.0f} us/step vs median {d.median_us:,.0f} us (spread {d.spread_pct:.1f}% of step time)"
+            f"{'most' if d.most else 'least'} {d.dimension}, {d.value_us:,.0f} us/step vs median "
+            f"{d.median_us:,.0f} us (spread {d.spread_pct:.1f}% of step time)"
             for d in dims
         )
+        if not all(d.most for d in dims):
+            what += ": the other ranks wait for it in the collectives"
         worst = max(dims, key=lambda d: d.excess_us)
         out.append(
             c.finding(
