@@ -49,13 +49,13 @@ class Thresholds:
     sync_pct: float = 10.0
     """Host synchronisation APIs (aclrtSynchronize*, synchronous aclrtMemcpy), % of the card's span (sum of step time)."""
     slow_rank_pct: float = 5.0
-    """(max - min) / mean over cards of the mean per-step compute, communication or free time (msprof-analyze slow_rank RATIO_THRESHOLD 0.05)."""
+    """(max - min) over cards of the mean per-step compute, communication not overlapped or free, % of the mean step time (msprof-analyze SlowRankAnalyzer RATIO_THRESHOLD 0.05)."""
     slow_link_pct: float = 50.0
-    """A link whose bandwidth is below this % of the median of the links of its transport is slow."""
+    """A link whose bandwidth is below this % of the median of the links of its transport is slow (links of at least small_packet_mb)."""
     small_packet_mb: float = 1.0
-    """Mean data moved per collective call below which the call is small."""
+    """Mean data moved per collective call below which the call is small (msprof-analyze packet.yaml min_rdma_size 1 MB)."""
     small_packet_pct: float = 20.0
-    """Share (%) of the card's communication time in small calls at or above which they are flagged."""
+    """Share (%) of the card's communication time in small calls at or above which they are flagged (msprof-analyze: 0.2 of the calls)."""
     memory_peak_pct: float = 90.0
     """Peak reserved memory, % of the device's capacity, at or above which it is flagged (needs the capacity)."""
     evidence_rows: int = 5
