@@ -4,19 +4,21 @@ A profile on its own says what is slow; the question after a change (a flag, a C
 a new kernel) is whether it helped. `compare_runs` lines up the diagnoses of a BASE and a NEW
 profile: per op type (or op name + input shapes) the time before and after, the totals
 (compute, communication, wait split by cause, span; defined in `totals`), which findings were
-resolved, which are new, and a one-line verdict naming what explains most of the change.
-`regression` turns it into a CI gate. `compare_render` writes the result as the
+resolved, which are new, and a one-line verdict naming what explains most of the change;
+from the training views, the mean step time and its parts and communication per op type
+(`compare_training`). `regression` turns it into a CI gate. `compare_render` writes the result as the
 `npuscope.compare/1` JSON document, text or markdown.
 
 An op type is "same" when its time moved by less than SAME_US or less than SAME_PCT: a
-change counts as faster / slower only when it is both at least 1 us and at least 1%.
+change counts as faster / slower only when it is both at least 1 us and at least 1%
+(`change`).
 
 No Textual, no Rich: the `compare` command and the explorer both call this.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, get_args
 
 import polars as pl
@@ -25,7 +27,15 @@ from npuscope.parsers import Profile, ProfileError
 from npuscope.parsers.frames import is_communication
 from npuscope.parsers.layout import Layout
 from npuscope.parsers.profile import TasksFrom
+from npuscope.parsers.training import TrainingViews, read_training_views
 
+from .change import SAME_PCT as SAME_PCT
+from .change import SAME_US as SAME_US
+from .change import STATUSES as STATUSES
+from .change import Change as Change
+from .change import Status as Status
+from .change import status_of as _status
+from .compare_training import TrainingChanges, compare_training
 from .diagnose import Diagnosis, diagnose
 from .findings import SEVERITIES, Finding
 from .table import signed
@@ -33,14 +43,8 @@ from .thresholds import Thresholds
 from .totals import TOTAL_KEYS, card_totals, sum_totals
 
 SCHEMA = "npuscope.compare/1"
-SAME_US = 1.0
-"""An op type whose total moved by less than this many us is "same"."""
-SAME_PCT = 1.0
-"""An op type whose total moved by less than this percentage is "same"."""
 By = Literal["type", "shape"]
-Status = Literal["new", "vanished", "faster", "slower", "same"]
 BY: tuple[By, ...] = get_args(By)
-STATUSES: tuple[Status, ...] = get_args(Status)
 
 # Rules whose op_types is a ranking (the busiest aclop types), not what the finding is about:
 # they are matched by rule and card only, or every reshuffle would read as resolved + new.
@@ -55,36 +59,6 @@ CAUSE_LABELS = {
 }
 
 # --------------------------------------------------------------------------- data types
-
-
-@dataclass(frozen=True)
-class Change:
-    """One number before and after; None when that side does not have it."""
-
-    base: float | None
-    new: float | None
-
-    @property
-    def delta(self) -> float:
-        return (self.new or 0.0) - (self.base or 0.0)
-
-    @property
-    def delta_pct(self) -> float | None:
-        """Relative change; None when there is nothing to be relative to."""
-        if not self.base:
-            return None if self.new else 0.0
-        return 100.0 * self.delta / self.base
-
-
-def _status(change: Change) -> Status:
-    if change.base is None:
-        return "new"
-    if change.new is None:
-        return "vanished"
-    pct = change.delta_pct
-    if abs(change.delta) < SAME_US or (pct is not None and abs(pct) < SAME_PCT):
-        return "same"
-    return "faster" if change.delta < 0 else "slower"
 
 
 @dataclass(frozen=True)
@@ -188,6 +162,7 @@ class Comparison:
     notes: tuple[str, ...]
     long_wait_us: float
     verdict: str
+    training: TrainingChanges = field(default_factory=TrainingChanges)  # steps, communication
 
 
 # --------------------------------------------------------------------------- op rows
@@ -350,13 +325,16 @@ def compare_runs(
     thresholds: Thresholds | None = None,
     base_diagnosis: Diagnosis | None = None,
     new_diagnosis: Diagnosis | None = None,
+    base_views: TrainingViews | None = None,
+    new_views: TrainingViews | None = None,
 ) -> Comparison:
     """BASE against NEW: `cards` None compares (and sums) every card id both runs have.
 
     A diagnosis the caller already has (the explorer's of the open profile) is used as it is
     when it covers the compared cards with the same thresholds; otherwise the cards are
-    diagnosed here. Raises ProfileError for a card missing on one side, or `by="shape"`
-    without tasks.
+    diagnosed here. The training views the caller has read are used, else they are read
+    here (not strict: a damaged file is a note). Raises ProfileError for a card missing on
+    one side, or `by="shape"` without tasks.
     """
     if by not in BY:
         raise ValueError(f"by must be one of {BY}, not {by!r}")
@@ -410,6 +388,10 @@ def compare_runs(
                 f"{side} has no tasks (an op_statistic only): its wait, span and task findings are unknown, shown as 0"
             )
 
+    bv = base_views if base_views is not None else read_training_views(base)
+    nv = new_views if new_views is not None else read_training_views(new)
+    training = compare_training(bv, nv, pairs, labels)
+
     findings = _finding_changes(bd, nd, pairs, labels)
     verdict = _verdict(totals, ops)
     return Comparison(
@@ -424,6 +406,7 @@ def compare_runs(
         notes=tuple(notes),
         long_wait_us=th.long_wait_us,
         verdict=verdict,
+        training=training,
     )
 
 
@@ -486,8 +469,19 @@ def _verdict(totals: dict[str, Change], ops: tuple[OpChange, ...]) -> str:
 
 
 def regression(c: Comparison, pct: float) -> str | None:
-    """Why NEW is a regression (device time or wait grew more than `pct` %), else None."""
+    """Why NEW is a regression, else None: the mean step time (of all compared cards, from
+    the steps view; not counted when a side has none), total device time or total wait grew
+    by more than `pct` %."""
     reasons = []
+    head = c.training.headline
+    step = head.means["step_us"] if head is not None else None
+    if step is not None and step.known and step.delta > 0:
+        grew = step.delta_pct
+        if grew is None or grew > pct:
+            rel = "from nothing" if grew is None else f"{grew:+.1f}%"
+            reasons.append(
+                f"mean step time grew {rel} ({step.base or 0:,.1f} -> {step.new or 0:,.1f} us), more than {pct:g}%"
+            )
     for key, what in (("device_us", "total device time"), ("wait_us", "total wait")):
         ch = c.totals[key]
         if ch.delta <= 0:

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from npuscope.text import printable
 
 from .compare import CAUSE_LABELS, SAME_PCT, SAME_US, SCHEMA, By, Change, Comparison, OpChange, Run
+from .compare_training import ALL, COMM_KEYS, STEP_KEYS, CommChange, StepChange, TrainingChanges
 from .findings import SEVERITY_MARK, Finding
 from .table import num, rounded, signed, table_for
 from .totals import TOTAL_KEYS
@@ -26,6 +27,61 @@ def _change_json(ch: Change) -> dict[str, Any]:
         "new": rounded(ch.new),
         "delta": rounded(ch.delta),
         "delta_pct": rounded(ch.delta_pct),
+    }
+
+
+def _known_json(ch: Change, digits: int | None = None) -> dict[str, Any]:
+    """A training-level number: no delta where a side does not have it (never a zero)."""
+    known = ch.known
+    ratio = ch.ratio
+
+    def r(v: float | None) -> float | int | None:
+        if v is None:
+            return None
+        return int(round(v)) if digits == 0 else rounded(v)
+
+    return {
+        "base": r(ch.base),
+        "new": r(ch.new),
+        "delta": r(ch.delta) if known else None,
+        "delta_pct": rounded(ch.delta_pct) if known else None,
+        "ratio": None if ratio is None else round(ratio, 6),
+    }
+
+
+def _step_json(s: StepChange) -> dict[str, Any]:
+    return {
+        "card": s.card,
+        "base_card": s.base_card,
+        "new_card": s.new_card,
+        "base_steps": s.base_steps,
+        "new_steps": s.new_steps,
+        **{k: _known_json(s.means[k]) for k in STEP_KEYS},
+    }
+
+
+def _comm_json(c: CommChange) -> dict[str, Any]:
+    return {
+        "op_type": c.op_type,
+        "status": c.status,
+        **{k: _known_json(c.values[k], 0 if k == "count" else None) for k in COMM_KEYS},
+    }
+
+
+def _training_json(t: TrainingChanges) -> dict[str, Any]:
+    """The additive keys `steps` and `communication` of the document."""
+    return {
+        "steps": {
+            "in_base": t.steps_in[0],
+            "in_new": t.steps_in[1],
+            "cards": [_step_json(s) for s in t.steps],
+        },
+        "communication": {
+            "in_base": t.communication_in[0],
+            "in_new": t.communication_in[1],
+            "op_types": [_comm_json(c) for c in t.communication],
+        },
+        "training_notes": list(t.notes),
     }
 
 
@@ -96,6 +152,7 @@ def comparison_json(c: Comparison) -> dict[str, Any]:
             ],
         },
         "verdict": c.verdict,
+        **_training_json(c.training),
     }
 
 
@@ -251,4 +308,77 @@ def render_comparison(c: Comparison, fmt: Format, *, top: int | None = 20) -> st
         names = [o.label for o in c.op_types if o.status == status]
         if names:
             out.append(f"{word}: {', '.join(names[:20])}{' ...' if len(names) > 20 else ''}")
+    out += _training_lines(c.training, md, top, len(c.pairs) > 1)
     return printable("\n".join(out) + "\n")
+
+
+STEP_LABELS = {
+    "step_us": "step time",
+    "compute_us": "compute",
+    "communication_us": "communication",
+    "comm_not_overlapped_us": "comm not overlapped",
+    "free_us": "free",
+}
+COMM_LABELS = {
+    "count": "count",
+    "total_us": "total (us)",
+    "wait_us": "wait (us)",
+    "bandwidth_gbps": "bandwidth (GB/s)",
+}
+
+
+def _delta_cells(ch: Change, digits: int = 1) -> list[str]:
+    """Delta and Ratio of a training-level number; `-` where a side does not have it."""
+    if not ch.known:
+        return ["-", "-"]
+    ratio = ch.ratio
+    return [signed(ch.delta, digits), "-" if ratio is None else f"{ratio:.3f}"]
+
+
+def _training_lines(t: TrainingChanges, md: bool, top: int | None, summed: bool) -> list[str]:
+    """The Steps and Communication sections (after the op types); each fits 80 columns."""
+    table = table_for(md)
+    h2 = "## " if md else ""
+    item = "- " if md else ""
+    out = ["", f"{h2}Steps (mean per step, us)"]
+    for note in t.notes:
+        if note.startswith("steps:"):
+            out.append(f"{item}note: {note}")
+    if not t.steps:
+        out.append("none")
+    else:
+        out += [""] if md else []
+        rows: list[list[str]] = []
+        for s in t.steps:
+            label = "all" if s.card == ALL else s.card
+            rows.append([label, "steps", num(s.base_steps, 0), num(s.new_steps, 0), "", ""])
+            for key in STEP_KEYS:
+                ch = s.means[key]
+                rows.append(["", STEP_LABELS[key], num(ch.base), num(ch.new), *_delta_cells(ch)])
+        out += table(["Card", "Per step", "BASE", "NEW", "Delta", "Ratio"], rows, {2, 3, 4, 5})
+        if summed:
+            out.append(f"{item}all: every step of every compared card, each counting once")
+
+    comm = t.communication
+    shown = comm if top is None else comm[:top]
+    more = f", top {len(shown)} of {len(comm)}" if len(shown) < len(comm) else ""
+    where = "cards summed; " if summed else ""
+    out += ["", f"{h2}Communication per op type ({where}by |delta| of the total{more})"]
+    for note in t.notes:
+        if note.startswith("communication:"):
+            out.append(f"{item}note: {note}")
+    if not comm:
+        out.append("none")
+        return out
+    out += [""] if md else []
+    rows = []
+    for c in shown:
+        for i, key in enumerate(COMM_KEYS):
+            ch = c.values[key]
+            digits = 0 if key == "count" else 1
+            # The status (new, vanished, faster, slower, same by the total) under the op type.
+            status = c.status or "-"
+            lead = c.op_type if i == 0 else ((f"_{status}_" if md else f"  {status}") if i == 1 else "")
+            rows.append([lead, COMM_LABELS[key], num(ch.base, digits), num(ch.new, digits), *_delta_cells(ch, digits)])
+    out += table(["OP Type", "Per op type", "BASE", "NEW", "Delta", "Ratio"], rows, {2, 3, 4, 5})
+    return out

@@ -1,5 +1,6 @@
 """`npuscope compare BASE NEW`: did a change help? The comparison as text, markdown or JSON,
-and a CI gate (`--fail-on-regression PCT`: exit 1 when device time or wait grew by more)."""
+and a CI gate (`--fail-on-regression PCT`: exit 1 when the mean step time, total device time or
+total wait grew by more; exit 2 on bad input)."""
 
 from __future__ import annotations
 
