@@ -30,7 +30,8 @@ except ImportError:  # not installed yet: load the file directly
     sys.modules[_spec.name] = gen
     _spec.loader.exec_module(gen)
 
-ALL = gen.PROBLEMS
+# The operator-level problems (the training-level ones: tests/test_generate_training.py).
+ALL = tuple(p for p in gen.PROBLEMS if p not in gen.TRAINING_PROBLEMS)
 
 
 # --------------------------------------------------------------------------- helpers
