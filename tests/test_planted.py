@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from npuscope.analysis import diagnose
+from npuscope.analysis.training_rules import TRAINING_RULES
 from npuscope.fixtures.generate import generate
 from npuscope.parsers import FrameCache, open_profile
 
@@ -76,7 +77,12 @@ def test_report_json_names_the_planted_op_types(tmp_path):
         for f in card["findings"]
         if f["severity"] == "warning"
     }
-    assert got == {(p.rule, (p.op_type,), p.card) for p in g.planted}
+    operator = {k for k in got if k[0] not in TRAINING_RULES}
+    assert operator == {(p.rule, (p.op_type,), p.card) for p in g.planted}
+    # The operator plants are not spread evenly: card 0 carries the TransData-dominated
+    # compute, the AI_CPU tasks and the recompilation waits, so its compute and free time per
+    # step are far above card 1's, and msprof-analyze's slow-rank rule rightly names it.
+    assert got - operator == {("slow_rank", (), "0")}
     for card in report["cards"]:
         assert set(card) >= {"card", "summary", "op_statistic", "top_duration", "top_wait", "findings"}
         assert set(card["summary"]) == {"tasks", "compute_us", "communication_us", "wait_us", "span_us", "op_types"}
