@@ -3,9 +3,15 @@ views (`npuscope.parsers.training.read_training_views`), one per card they conce
 
 `training_findings(profile, diagnosis, views)` runs them for the diagnosed cards; the caller
 adds them with `Diagnosis.with_findings`. Each finding's `view` names the view its evidence
-rows come from (dicts of that view's columns, the worst first), and its time at stake is the
-time that could be saved. Rows a file records for the whole capture (card `host`) stand for a
-card with none of its own, as in the report.
+rows come from (dicts of that view's columns, the worst first, at most evidence_rows), and its
+time at stake is the time that could be saved: the communication not overlapped, the free time
+no operator rule explains, the synchronising API time, the slow rank's excess over the median
+card, the slow links' time beyond the median bandwidth's, the small collectives' time (0 for
+memory_peak). `share_pct` is the measure compared with the threshold (for slow_rank and
+slow_link, the time at stake as a share of the card's step time). `op_types` stays empty: a
+view finding is about no op type, and the comparison matches it by rule and card. Rows a file
+records for the whole capture (card `host`) stand for a card with none of its own, as in the
+report. Thresholds and where they come from: thresholds.py and the README's rules table.
 """
 
 from __future__ import annotations
