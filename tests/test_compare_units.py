@@ -20,6 +20,7 @@ from npuscope.analysis.compare import (
     _verdict,
     regression,
 )
+from npuscope.analysis.compare_training import ALL, STEP_KEYS, StepChange, TrainingChanges
 from npuscope.analysis.totals import TOTAL_KEYS
 
 
@@ -105,9 +106,62 @@ def test_verdict_of_a_slower_run_can_blame_a_wait_cause():
     )
 
 
-def _comparison(totals: dict[str, Change]) -> Comparison:
+def _comparison(totals: dict[str, Change], training: TrainingChanges | None = None) -> Comparison:
     run = Run("/p", "PROF_1", "era_b", "CANN 7.0+", ("0",), "op_summary")
-    return Comparison(run, run, "type", (("0", "0"),), totals, (), (), FindingChanges((), (), ()), (), 500.0, "")
+    return Comparison(
+        run,
+        run,
+        "type",
+        (("0", "0"),),
+        totals,
+        (),
+        (),
+        FindingChanges((), (), ()),
+        (),
+        500.0,
+        "",
+        training or TrainingChanges(),
+    )
+
+
+def _steps(*cards: tuple[str, float | None, float | None]) -> TrainingChanges:
+    """Steps of (card, mean step time BASE, NEW); the other means equal on both sides."""
+    return TrainingChanges(
+        steps=tuple(
+            StepChange(
+                card, None, None, 4, 4, {k: Change(b, n) if k == "step_us" else Change(1.0, 1.0) for k in STEP_KEYS}
+            )
+            for card, b, n in cards
+        ),
+        steps_in=(True, True),
+    )
+
+
+@pytest.mark.parametrize(
+    "cards, pct, regressed",
+    [
+        ((("0", 1000.0, 1050.0),), 5.0, False),  # exactly the limit is not over it
+        ((("0", 1000.0, 1050.1),), 5.0, True),
+        ((("0", 1000.0, 900.0),), 0.0, False),  # faster
+        ((("0", 0.0, 1.0),), 50.0, True),  # grew from nothing
+        ((("0", None, 5000.0),), 0.0, False),  # BASE has no steps: unknown, not counted
+        # With several cards the gate reads `all` (every step of every card), not the worst card.
+        ((("0", 1000.0, 1200.0), ("1", 1000.0, 1000.0), (ALL, 1000.0, 1040.0)), 5.0, False),
+        ((("0", 1000.0, 1000.0), ("1", 1000.0, 1000.0), (ALL, 1000.0, 1060.0)), 5.0, True),
+    ],
+)
+def test_regression_gate_counts_the_mean_step_time(cards, pct, regressed):
+    reason = regression(_comparison(_totals(), _steps(*cards)), pct)
+    assert (reason is not None) == regressed
+    if reason is not None:
+        assert reason.startswith("mean step time grew") and "more than" in reason and "device time" not in reason
+
+
+def test_training_delta_and_ratio_need_both_sides():
+    assert Change(200.0, 150.0).ratio == 0.75 and Change(200.0, 150.0).known
+    assert Change(None, 150.0).ratio is None and not Change(None, 150.0).known
+    assert Change(0.0, 150.0).ratio is None and Change(0.0, 150.0).known
+    assert Change(3.0, None).ratio is None
 
 
 @pytest.mark.parametrize(
