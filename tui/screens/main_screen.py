@@ -220,8 +220,8 @@ class MainScreen(Screen):
         for pane in self.panes():
             pane.show_reading()
         self._show_card()
-        # Read once the first screen has settled, like the timeline: never in its way.
-        self.set_timer(MODEL_DELAY_S, partial(self._read_views, profile, diagnosis))
+        # Read in a worker once the first screen is painted: the op tabs are usable meanwhile.
+        self.call_after_refresh(self._read_views, profile, diagnosis)
         for note in profile.notes:
             self.notify(note, title="Note", markup=False, timeout=6)
         self.query_one("#summary-table", FrameTable).focus()
@@ -416,6 +416,8 @@ class MainScreen(Screen):
         pane = self.current_pane()
         if pane is not None:
             pane.focus_table()
+            if tab == "steps":
+                self._select_step(pane.current_table().current_row)
         else:
             self.query_one(f"#{tab}-table", FrameTable).focus()
         self._show_filter_bar()
@@ -601,8 +603,13 @@ class MainScreen(Screen):
 
     @on(FrameTable.RowHighlighted, "#steps-table")
     def _step_highlighted(self, message: FrameTable.RowHighlighted) -> None:
+        if self.query_one("#tabs", TabbedContent).active == "steps":
+            self._select_step(message.row)
+
+    def _select_step(self, row: dict | None) -> None:
+        """Mark the step of `row` (a Steps table row) on the timeline."""
         marks = self.query_one(MiniTimeline).steps
-        step = message.row["step"] if message.row else None
+        step = row["step"] if row else None
         window = next(((s, e) for n, s, e in marks if n == step), None)
         if window is not None:
             self.query_one(MiniTimeline).select(*window)

@@ -30,6 +30,11 @@ STEPS_COLUMNS = (
 )
 # The column a finding of each rule is about, worst first.
 DRILL_SORT = {"comm_not_overlapped": "comm_not_overlapped_us", "free_time": "free_us", "slow_rank": "step_us"}
+SLOW_RANK_SORT = (
+    ("communication not overlapped", "comm_not_overlapped_us"),
+    ("compute", "compute_us"),
+    ("free", "free_us"),
+)
 
 
 class StepsPane(ViewPane):
@@ -60,7 +65,12 @@ class StepsPane(ViewPane):
         self.query_one(StepBars).mark(message.row["label"] if message.row else None)
 
     def drill_down(self, finding: Finding) -> None:
-        self.sort_by("steps", DRILL_SORT.get(finding.rule, "step_us"), True)
+        key = DRILL_SORT.get(finding.rule, "step_us")
+        if finding.rule == "slow_rank":  # the figure the rank is slow in, as its title says
+            what = finding.title.lower().partition(":")[2]
+            found = [(what.find(word), k) for word, k in SLOW_RANK_SORT if word in what]
+            key = min(found)[1] if found else key
+        self.sort_by("steps", key, True)
         step = finding.evidence[0].get("step") if finding.evidence else None
         if step is not None:
             self.table("steps").move_to_key(step, key="step")
