@@ -252,6 +252,19 @@ def test_host_rows_stand_for_a_card_without_its_own(base):
     assert {f.card for f in _fired(base, v, "comm_not_overlapped")} == {"0"}
 
 
+def test_host_api_of_the_whole_capture_is_shared_by_its_cards(base):
+    # msprof's api_statistic says `host`: 3000 us of synchronisation for two cards of 10 ms.
+    api = [{"card": "host", "api": "aclrtSynchronizeDevice", "level": "AscendCL", "count": 2, "total_us": 3000.0}]
+    v = views(steps=[step("0", 10_000.0), step("1", 10_000.0)], host_api=api)
+    found = _fired(base, v, "sync_heavy")
+    assert [(f.card, f.time_us, f.share_pct) for f in found] == [("0", 1500.0, 15.0), ("1", 1500.0, 15.0)]
+    assert "shared by 2 cards" in found[0].title
+    # A card with rows of its own keeps them, and the host rows are the other card's alone.
+    api.append({"card": "1", "api": "aclrtSynchronizeDevice", "level": "AscendCL", "count": 1, "total_us": 10.0})
+    v = views(steps=[step("0", 10_000.0), step("1", 10_000.0)], host_api=api)
+    assert [(f.card, f.time_us) for f in _fired(base, v, "sync_heavy")] == [("0", 3000.0)]
+
+
 def _blame(diagnosis: Diagnosis, card: str, wait_us: float, cause: str, step_id: str | None) -> Diagnosis:
     """The diagnosis with one task of `card` given a long wait the operator rules blame."""
     tasks = diagnosis.tasks
