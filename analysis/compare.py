@@ -4,7 +4,8 @@ A profile on its own says what is slow; the question after a change (a flag, a C
 a new kernel) is whether it helped. `compare_runs` lines up the diagnoses of a BASE and a NEW
 profile: per op type (or op name + input shapes) the time before and after, the totals
 (compute, communication, wait split by cause, span; defined in `totals`), which findings were
-resolved, which are new, and a one-line verdict naming what explains most of the change;
+resolved, which are new (the training-level findings of `training_rules` among them), and a
+one-line verdict naming what explains most of the change;
 from the training views, the mean step time and its parts and communication per op type
 (`compare_training`). `regression` turns it into a CI gate. `compare_render` writes the result as the
 `npuscope.compare/1` JSON document, text or markdown.
@@ -18,7 +19,7 @@ No Textual, no Rich: the `compare` command and the explorer both call this.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal, get_args
 
 import polars as pl
@@ -41,6 +42,7 @@ from .findings import SEVERITIES, Finding
 from .table import signed
 from .thresholds import Thresholds
 from .totals import TOTAL_KEYS, card_totals, sum_totals
+from .training_rules import TRAINING_RULES, training_findings
 
 SCHEMA = "npuscope.compare/1"
 By = Literal["type", "shape"]
@@ -351,9 +353,12 @@ def compare_runs(
                 )
     labels = {(b, n): b if b == n else f"{b}->{n}" for b, n in pairs}
 
-    # Every card of either run gets totals; only the paired cards are diagnosed for findings.
-    bd = _diagnosis(base, base_diagnosis, th, base_cards)
-    nd = _diagnosis(new, new_diagnosis, th, new_cards)
+    # Every card of either run gets totals; only the paired cards are diagnosed for findings,
+    # the training-level ones included (from the views).
+    bv = base_views if base_views is not None else read_training_views(base)
+    nv = new_views if new_views is not None else read_training_views(new)
+    bd = _diagnosis(base, base_diagnosis, th, base_cards, bv)
+    nd = _diagnosis(new, new_diagnosis, th, new_cards, nv)
     b_all = card_totals(base, _with_causes(base.tasks, bd), base.cards)
     n_all = card_totals(new, _with_causes(new.tasks, nd), new.cards)
     totals_b = sum_totals([b_all[b] for b in base_cards])
@@ -388,8 +393,6 @@ def compare_runs(
                 f"{side} has no tasks (an op_statistic only): its wait, span and task findings are unknown, shown as 0"
             )
 
-    bv = base_views if base_views is not None else read_training_views(base)
-    nv = new_views if new_views is not None else read_training_views(new)
     training = compare_training(bv, nv, pairs, labels)
 
     findings = _finding_changes(bd, nd, pairs, labels)
@@ -410,10 +413,17 @@ def compare_runs(
     )
 
 
-def _diagnosis(profile: Profile, given: Diagnosis | None, th: Thresholds, cards: tuple[str, ...]) -> Diagnosis:
+def _diagnosis(
+    profile: Profile, given: Diagnosis | None, th: Thresholds, cards: tuple[str, ...], views: TrainingViews
+) -> Diagnosis:
+    """The operator findings (the caller's diagnosis when it fits) and the training-level ones
+    from `views`; training findings a given diagnosis may already hold are made again from
+    `views`, never counted twice."""
     if given is not None and set(cards) <= set(given.cards) and given.thresholds == th:
-        return given
-    return diagnose(profile, th, cards)
+        d = replace(given, findings=tuple(f for f in given.findings if f.rule not in TRAINING_RULES))
+    else:
+        d = diagnose(profile, th, cards)
+    return d.with_findings(training_findings(profile, d, views, th))
 
 
 def _with_causes(tasks: pl.DataFrame, diagnosis: Diagnosis) -> pl.DataFrame:

@@ -127,7 +127,9 @@ def test_removed_recompilation_reads_as_faster_and_resolved(recompile_pair):
 
     assert c.verdict.startswith("NEW is faster")
     assert "most of it: recompilation wait" in c.verdict
-    assert [(f.rule, f.op_types, f.card) for f in c.findings.resolved] == [("recompilation", ("ReduceSum",), "0")]
+    # The recompilation made card 0 the slow rank (most free time): both findings are resolved.
+    assert [(f.rule, f.op_types, f.card) for f in c.findings.resolved] == [
+        ("recompilation", ("ReduceSum",), "0"), ("slow_rank", (), "0")]
     assert c.findings.new == ()
     assert {(b.rule, b.card) for b, _ in c.findings.unchanged} >= {("aclop_share", "0"), ("aclop_share", "1")}
     assert regression(c, 0.0) is None  # nothing grew
@@ -137,7 +139,7 @@ def test_removed_recompilation_reads_as_faster_and_resolved(recompile_pair):
     assert back.verdict.startswith("NEW is slower")
     reason = regression(back, 5.0)
     assert reason is not None and "total wait" in reason and "device time" not in reason
-    assert [(f.rule, f.card) for f in back.findings.new] == [("recompilation", "0")]
+    assert [(f.rule, f.card) for f in back.findings.new] == [("recompilation", "0"), ("slow_rank", "0")]
 
 
 # --------------------------------------------------------------------------- an op type slower on one card
@@ -163,7 +165,9 @@ def test_op_type_made_slower_on_one_card(slow_pair):
     assert per["1"].delta == pytest.approx(_compute(rn, Device_id="1") - _compute(rb, Device_id="1"), abs=0.01)
     assert per["1"].delta > 10_000
     assert per["0"].delta == pytest.approx(0.0, abs=0.01)
-    assert [(f.rule, f.op_types, f.card) for f in c.findings.new] == [("long_task", ("MatMulV3",), "1")]
+    # The long MatMulV3 tasks make card 1 the slow rank: a training-level finding, new too.
+    assert [(f.rule, f.op_types, f.card) for f in c.findings.new] == [
+        ("long_task", ("MatMulV3",), "1"), ("slow_rank", (), "1")]
     assert c.findings.resolved == ()
     assert c.verdict.startswith("NEW is slower") and "MatMulV3 (AI_CORE)" in c.verdict
 
@@ -310,7 +314,7 @@ def test_json_and_markdown_through_the_cli(recompile_pair):
     assert deltas == sorted(deltas, reverse=True)
     assert doc["totals"]["wait_recompilation_us"]["new"] == 0
     assert doc["totals"]["wait_recompilation_us"]["delta_pct"] == -100.0
-    assert [f["rule"] for f in doc["findings"]["resolved"]] == ["recompilation"]
+    assert [f["rule"] for f in doc["findings"]["resolved"]] == ["recompilation", "slow_rank"]
     assert doc["findings"]["new"] == []
 
     md = _cli(gb.root, gn.root, "--format", "markdown", "--top", "3")
@@ -387,4 +391,4 @@ def test_render_text_lists_sections_in_order(recompile_pair):
     order = ["Verdict", "Totals", "Per card", "Findings", "Op types (by |delta|, top 5 of"]
     positions = [text.index("\n" + s) for s in order]
     assert positions == sorted(positions)
-    assert "resolved (1):" in text and "new (0)" in text
+    assert "resolved (2):" in text and "new (0)" in text

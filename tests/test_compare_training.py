@@ -342,3 +342,46 @@ def test_cli_json_keys_and_the_step_time_gate():
     one = _cli(GPT3, CNN, "--card", "1", "--format", "json")
     assert one.returncode == 0, one.stderr
     assert [s["card"] for s in json.loads(one.stdout)["steps"]["cards"]] == ["1"]
+
+
+# --------------------------------------------------------------------------- training findings
+
+
+def test_a_planted_training_problem_removed_is_resolved_and_the_steps_say_why(tmp_path):
+    """BASE: larger gradient buckets (communication not overlapped on every card); NEW clean."""
+    gb = generate(tmp_path / "base", layout="torch_npu", cards=2, steps=4, problems=("comm_not_overlapped",), seed=11)
+    gn = generate(tmp_path / "new", layout="torch_npu", cards=2, steps=4, problems=(), seed=11, training=True)
+    assert {(p.rule, p.card) for p in gb.planted} == {("comm_not_overlapped", "0"), ("comm_not_overlapped", "1")}
+    c = compare_runs(_open(gb.root), _open(gn.root))
+    assert [(f.rule, f.card) for f in c.findings.resolved] == [
+        ("comm_not_overlapped", "0"),
+        ("comm_not_overlapped", "1"),
+    ]
+    assert all(f.rule != "comm_not_overlapped" for f in c.findings.new)
+
+    tb, tn = _step_rows(gb.root), _step_rows(gn.root)  # the generated step_trace_time.csv
+    for s in c.training.steps:
+        rows_b = [r for rs in tb.values() for r in rs] if s.card == ALL else tb[s.card]
+        rows_n = [r for rs in tn.values() for r in rs] if s.card == ALL else tn[s.card]
+        assert (s.base_steps, s.new_steps) == (len(tb["0"]), len(tn["0"])) == (4, 4)
+        for key in STEP_KEYS:
+            want = _mean(rows_n, key) - _mean(rows_b, key)
+            assert s.means[key].delta == pytest.approx(want, rel=1e-9, abs=1e-6)
+        # Only the communication not overlapped moved: compute stays, the step shrinks by it.
+        nov, step = s.means["comm_not_overlapped_us"], s.means["step_us"]
+        assert nov.delta < 0 and step.delta == pytest.approx(nov.delta, rel=1e-9)
+        assert s.means["compute_us"].delta == pytest.approx(0.0, abs=1e-6)
+    comm = {x.op_type: x for x in c.training.communication}
+    cb, cn = _comm_truth(gb.root), _comm_truth(gn.root)
+    assert set(comm) == set(cb) == set(cn)
+    for op, x in comm.items():
+        assert x.values["count"].delta == cn[op]["count"] - cb[op]["count"]
+        assert x.values["total_us"].delta == pytest.approx(cn[op]["total_us"] - cb[op]["total_us"], rel=1e-9)
+
+    # The other way round: the training finding is new and the gate names the step time.
+    back = compare_runs(_open(gn.root), _open(gb.root))
+    assert {(f.rule, f.card) for f in back.findings.new} >= {("comm_not_overlapped", "0"), ("comm_not_overlapped", "1")}
+    reason = regression(back, 5.0)
+    assert reason is not None and reason.startswith("mean step time grew +")
+    text = render_comparison(back, "text")
+    assert "comm_not_overlapped: Communication not overlapped" in text
