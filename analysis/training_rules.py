@@ -303,7 +303,7 @@ def _explained_wait(c: _Context, card: str, steps: pl.DataFrame) -> float:
     if numbered and steps["step"].null_count() == 0 and "step_id" in mine.columns:
         ids = mine["step_id"].to_list()
         if any(i not in (None, "") for i in ids):
-            keep = [step_number(i) in numbered for i in ids]
+            keep = [i in (None, "") or step_number(i) in numbered for i in ids]
             mine = mine.filter(pl.Series(keep, dtype=pl.Boolean))
     return _total(mine, "wait_us")
 
