@@ -115,6 +115,7 @@ def _finding_json(f: Finding) -> dict[str, Any]:
         "count": f.count,
         "time_us": rounded(f.time_us),
         "confidence": f.confidence,
+        "view": f.view,  # the training view of a training-level finding, "" for an operator one
     }
 
 

@@ -385,3 +385,7 @@ def test_a_planted_training_problem_removed_is_resolved_and_the_steps_say_why(tm
     assert reason is not None and reason.startswith("mean step time grew +")
     text = render_comparison(back, "text")
     assert "comm_not_overlapped: Communication not overlapped" in text
+    doc = comparison_json(back)
+    views = {(f["rule"], f["view"]) for f in doc["findings"]["new"]}
+    assert ("comm_not_overlapped", "steps") in views
+    assert all(f["view"] == "" for f in doc["findings"]["unchanged"] if f["rule"] == "aclop_share")
