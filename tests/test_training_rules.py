@@ -527,3 +527,20 @@ def test_clean_generated_profile_raises_none(tmp_path, layout, db):
     profile = open_profile(g.root, cache=FrameCache(enabled=False))
     diagnosis = diagnose(profile)
     assert training_findings(profile, diagnosis, read_training_views(profile)) == []
+
+
+@pytest.mark.parametrize("rule", sorted(CASES))
+def test_finding_screen_shows_view_rows(base, rule):
+    from rich.console import Console
+
+    from npuscope.tui.screens.finding_screen import evidence_table
+
+    name, make, below = CASES[rule]
+    v = make(getattr(Thresholds(), name) * (0.5 if below else 3.0))
+    (f,) = _fired(base, v, rule)
+    console = Console(width=400, record=True)
+    console.print(evidence_table(f))
+    text = console.export_text()
+    header = [c for c in getattr(v, f.view).columns if c != "source"]
+    assert all(c in text for c in header)
+    assert len(text.strip().splitlines()) == 1 + len(f.evidence)
