@@ -166,8 +166,20 @@ async def test_gpt3_tabs_against_the_files_and_views(samples, tmp_path):
         await pilot.press("4")
         comm = _table(screen, "comm")
         truth = _rows(views.communication, "1")
-        assert comm.has_focus and comm.row_count == len(truth) > 0
+        assert comm.has_focus
+        # Per op type first: the counts and times of each type summed.
+        types = sorted({r["op_type"] for r in truth})
+        assert sorted(comm.frame["op_type"].to_list()) == types
+        for row in comm.frame.to_dicts():
+            mine = [r for r in truth if r["op_type"] == row["op_type"]]
+            assert row["count"] == sum(r["count"] for r in mine)
+            assert row["total_us"] == pytest.approx(sum(r["total_us"] for r in mine))
+        assert comm.frame["total_us"].to_list() == sorted(comm.frame["total_us"].to_list(), reverse=True)
+        assert f"{len(types)} of {len(types)} op types" in _status(screen)
+        await pilot.press("o")  # per op: the view's rows
+        assert comm.row_count == len(truth) > len(types)
         assert sorted(comm.frame["op_name"].to_list()) == sorted(r["op_name"] for r in truth)
+        assert f"{len(truth)} of {len(truth)} collectives" in _status(screen)
         assert comm.frame["total_us"].sum() == pytest.approx(sum(r["total_us"] for r in truth))
         await pilot.press("d")
         assert comm.frame["total_us"].to_list() == sorted((r["total_us"] for r in truth), reverse=True)

@@ -15,6 +15,7 @@ from textual.widgets import Label, Static
 from npuscope.analysis.query import QUERY_HELP
 
 from ..widgets.cards_pane import CardsPane
+from ..widgets.communication_pane import CommunicationPane
 from ..widgets.frame_table import FrameTable
 from ..widgets.mini_timeline import MiniTimeline
 from .capture_screen import CaptureScreen
@@ -60,9 +61,15 @@ def all_keys(
     rows.append(("everywhere", "ctrl+p", "Command palette: every action"))
     rows += key_rows("main", main_bindings)
     rows += key_rows("cards", CardsPane.BINDINGS)
-    rows.append(("cards", "Enter", "Filter the tables to the finding and jump to its worst task"))
+    rows.append(
+        ("cards", "Enter", "Filter the tables to the finding and jump to its worst task; a training finding: its tab")
+    )
     rows += key_rows("tables", FrameTable.BINDINGS)
     rows.append(("op statistics", "Enter", "Show that op type's tasks in the op summary"))
+    rows.append(("training tabs", "/ d w t s r", "Filter and sort the visible tab's table (each tab its own)"))
+    rows.append(("training tabs", "d / w", "Sort by its time / by its wait column (free, wait, max, total)"))
+    rows.append(("steps", "↑ ↓", "Mark the step on its bar and on the timeline"))
+    rows += key_rows("communication", CommunicationPane.BINDINGS)
     rows += key_rows("timeline", MiniTimeline.BINDINGS)
     rows += key_rows("capture", CaptureScreen.BINDINGS)
     rows.append(("capture", "Enter", "In the host field: fill in its remembered values; elsewhere: Start"))

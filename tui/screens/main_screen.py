@@ -11,6 +11,7 @@ their tabs say "reading…" until then, and each tab keeps its own sorts and fil
 | `p` / `P` | pick a card / pick a capture |
 | `1` / `2` | op summary / op statistics |
 | `3` / `4` / `5` / `6` | steps / communication / host API / memory |
+| `o` | communication: collectives per op type / per op |
 | `/` | filter the visible tab; Esc clears |
 | `d` / `w` / `t` | sort by duration / by wait / chronological (again: reverse) |
 | `s` / `r` | sort by the next column / reverse the order |
@@ -600,6 +601,10 @@ class MainScreen(Screen):
         op_type = message.row["op_type"]
         if self.apply_filter(f"type:{op_type}"):
             self.action_tab("summary")
+
+    @on(ViewPane.Changed)
+    def _pane_changed(self, message: ViewPane.Changed) -> None:
+        self._update_status()
 
     @on(FrameTable.RowHighlighted, "#steps-table")
     def _step_highlighted(self, message: FrameTable.RowHighlighted) -> None:

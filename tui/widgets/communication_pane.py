@@ -1,11 +1,13 @@
-"""The Communication tab [4]: the card's collectives, then the links (src, dst, transport, bandwidth)."""
+"""The Communication tab [4]: the card's collectives per op type (`o`: per op), then the links
+(src, dst, transport, size, bandwidth)."""
 
 from __future__ import annotations
 
 import polars as pl
+from textual.binding import Binding
 
 from npuscope.analysis import Finding
-from npuscope.analysis.training_tables import TableFields, communication_table, links_table
+from npuscope.analysis.training_tables import TableFields, communication_by_type, communication_table, links_table
 from npuscope.parsers.training import TrainingViews
 
 from .frame_table import Column
@@ -38,6 +40,10 @@ LINKS_COLUMNS = (
 
 
 class CommunicationPane(ViewPane):
+    BINDINGS = [Binding("o", "per_op", "Collectives per op type / per op")]
+
+    per_type = True
+
     SPECS = (
         TableSpec(
             "comm",
@@ -60,7 +66,25 @@ class CommunicationPane(ViewPane):
     )
 
     def frames_of(self, views: TrainingViews, card: str) -> dict[str, pl.DataFrame]:
-        return {"comm": communication_table(views, card), "links": links_table(views, card)}
+        comm = communication_by_type(views, card) if self.per_type else communication_table(views, card)
+        return {"comm": comm, "links": links_table(views, card)}
+
+    def noun(self, spec: TableSpec) -> str:
+        if spec.name == "comm":
+            return "op types (o: per op)" if self.per_type else "collectives (o: per op type)"
+        return spec.noun
+
+    def action_per_op(self) -> None:
+        self.set_per_type(not self.per_type)
+        self.table("comm").focus()
+
+    def set_per_type(self, per_type: bool) -> None:
+        self.per_type = per_type
+        if self.views is not None:
+            self.frames["comm"] = self.frames_of(self.views, self.card)["comm"]
+            self.refresh_tables(("comm",))
+        self.current = "comm"
+        self.post_message(self.Changed())
 
     def drill_down(self, finding: Finding) -> None:
         evidence = finding.evidence[0] if finding.evidence else {}
@@ -76,7 +100,7 @@ class CommunicationPane(ViewPane):
                 if hit.height:
                     table.move_to_key(hit["row"][0])
             return
-        self.current = "comm"
+        self.set_per_type(False)  # the evidence rows are ops
         self.sort_by("comm", "total_us", True)
         name = evidence.get("op_name")
         if name is not None:

@@ -4,7 +4,8 @@ A wait cause in a table says *that* the device waited for a recompilation; the m
 timeline shows it: one line per lane (AI Core, vector, AI CPU, mix, communication, other),
 the device idle gaps coloured by wait cause, and the host compile and sync calls underneath,
 so a red idle gap lines up with a host compile bar. The selected task is marked on its own
-line and kept in view while zooming and on selection.
+line and kept in view while zooming and on selection. The card's step boundaries, when known,
+get a `steps` line of their own under the lanes (`│` where a step starts, its number after it).
 
 All numbers come from `npuscope.analysis.timeline_view` (prefix sums, O(width log n) per
 redraw); this widget only turns levels into block characters. It uses the Line API

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 import polars as pl
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Static
 
@@ -48,6 +49,9 @@ class ViewPane(Vertical):
     """A training-level tab: note lines and tables; sorts and a filter of its own."""
 
     SPECS: ClassVar[tuple[TableSpec, ...]] = ()
+
+    class Changed(Message):
+        """What the tab shows changed by a key of its own (the status line follows)."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, classes="view-pane")
@@ -202,13 +206,17 @@ class ViewPane(Vertical):
         shown = self.current_table().row_count if total else 0
         key, desc = self.sorts[spec.name]
         order = "natural order" if key == "row" else f"sorted by {key} {'▼' if desc else '▲'}"
-        text = f"{shown:,} of {total:,} {spec.noun} · {order}"
+        text = f"{shown:,} of {total:,} {self.noun(spec)} · {order}"
         if self.filter_query.text:
             text += f" · filter: {self.filter_query.text}"
             ignored = ignored_terms(self.filter_query, spec.fields)
             if ignored:
                 text += f" (ignored here: {' '.join(ignored)})"
         return text
+
+    def noun(self, spec: TableSpec) -> str:
+        """What a row of the table is, plural."""
+        return spec.noun
 
     def drill_down(self, finding: Finding) -> None:
         """Show the evidence of `finding` (a finding of this tab's view); subclasses refine."""
