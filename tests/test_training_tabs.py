@@ -8,6 +8,7 @@ for the steps, against step_trace_time.csv read with the csv module).
 from __future__ import annotations
 
 import csv
+import shutil
 import threading
 
 import pytest
@@ -17,6 +18,7 @@ from npuscope.analysis.query import parse_query
 from npuscope.analysis.timeline_view import step_row
 from npuscope.analysis.training_tables import StepBar, TableFields, bar_cells, view_positions
 from npuscope.fixtures.generate import generate
+from npuscope.parsers import ReadOptions
 from npuscope.tui.app import NpuscopeApp
 from npuscope.tui.screens import main_screen
 from npuscope.tui.screens.main_screen import MainScreen
@@ -315,6 +317,27 @@ async def test_the_op_tabs_are_usable_while_the_views_are_read(generated, tmp_pa
         await pilot.pause()
         assert _table(screen, "host_api").row_count == len(_rows(screen.views.host_api, "0")) > 0
         assert "of" in _status(screen) and "APIs" in _status(screen)
+
+
+async def test_a_damaged_view_file_under_strict_is_said_on_the_tabs(generated, tmp_path):
+    root = tmp_path / "gen"
+    shutil.copytree(generated, root)
+    out = sorted(root.glob("*/ASCEND_PROFILER_OUTPUT"))[0]
+    (out / "step_trace_time.csv").write_text(
+        "Step,Computing,Communication(Not Overlapped),Overlapped,Communication,Free,Stage,Bubble\n1,abc,1,1,1,1,1,0\n"
+    )
+    app = NpuscopeApp(root, cache=False, read=ReadOptions(strict=True))
+    async with app.run_test(size=(100, 40)) as pilot:
+        screen = await wait_loaded(pilot)
+        await pilot.press("3")
+        note = _note(screen, "steps")
+        assert note.startswith("could not be read:") and "step_trace_time.csv" in note and "'abc'" in note
+        assert _note(screen, "memory").startswith("could not be read:")
+        assert screen.views is None and app.is_running
+        await pilot.press("1", "d")  # the op tabs stay usable
+        summary = _table(screen, "summary")
+        assert summary.row_count == screen.card_tasks().height
+        assert summary.frame["duration_us"][0] == summary.frame["duration_us"].max()
 
 
 # --------------------------------------------------------------------------- the analysis behind

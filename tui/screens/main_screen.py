@@ -108,6 +108,8 @@ TRAINING_TABS: dict[str, tuple[str, type[ViewPane]]] = {
     "host_api": ("Host API [5]", HostApiPane),
     "memory": ("Memory [6]", MemoryPane),
 }
+TAB_FILTER_HINT = "/ filter this tab: text  name:x  type:allReduce  dur>1000 (its time)  wait>500 (its wait)  -term"
+OP_FILTER_HINT = FilterBar.PLACEHOLDER
 VIEW_TABS = {"steps": "steps", "communication": "communication", "links": "communication"}
 VIEW_TABS |= {"host_api": "host_api", "memory": "memory"}
 WAIT_RULES = {"recompilation": "recompilation", "host_op_wait": "host_op", "communication_wait": "communication"}
@@ -430,6 +432,7 @@ class MainScreen(Screen):
 
     def _show_filter_bar(self) -> None:
         bar = self.query_one(FilterBar)
+        bar.placeholder = TAB_FILTER_HINT if self.current_pane() is not None else OP_FILTER_HINT
         bar.value = self._filter_text()
         bar.display = bool(bar.value) or bar.has_focus
 

@@ -15,11 +15,10 @@ class FilterBar(Input):
             super().__init__()
             self.text = text
 
+    PLACEHOLDER = "/ filter: text  type:Cast  core:AI_CPU  dur>1000  wait>500  cause:recompilation  aclop  shape:8,4096"
+
     def __init__(self) -> None:
-        super().__init__(
-            placeholder="/ filter: text  type:Cast  core:AI_CPU  dur>1000  wait>500  cause:recompilation  aclop  shape:8,4096",
-            id="filter",
-        )
+        super().__init__(placeholder=self.PLACEHOLDER, id="filter")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
