@@ -263,27 +263,47 @@ def memory_top_ops_table(views: TrainingViews, card: str) -> pl.DataFrame:
     return _numbered(ops.select("op_name", "size_mb", "count", "total_mb", "source"))
 
 
-def curve_levels(views: TrainingViews, card: str, cells: int) -> tuple[float, ...]:
-    """The card's reserved memory over time in `cells` columns (the peak of each), 0..1 of the
-    highest reservation (of the capacity when known); empty without a curve."""
+@dataclass(frozen=True)
+class Curve:
+    """Memory over the capture in columns: the highest value of each, 0..1 of `scale_mb`."""
+
+    levels: tuple[float, ...]
+    what: str  # "allocated", or "reserved" when no allocation is recorded
+    low_mb: float
+    high_mb: float
+    scale_mb: float  # the capacity when known, else the highest reservation
+
+
+def memory_curve(views: TrainingViews, card: str, cells: int) -> Curve | None:
+    """The card's allocated memory (reserved when allocation is not recorded) in `cells`
+    columns, against the capacity when known, else the highest reservation, so that the
+    headroom shows; None without a curve."""
     curve = of_card(views.memory_curve, card).drop_nulls("ts_ns")
     if curve.height == 0 or cells <= 0:
-        return ()
-    value = pl.coalesce("reserved_mb", "allocated_mb")
+        return None
+    allocated = curve["allocated_mb"].null_count() < curve.height
+    what = "allocated" if allocated else "reserved"
+    curve = curve.drop_nulls(f"{what}_mb")
+    if curve.height == 0:
+        return None
     lo, hi = curve["ts_ns"].min(), curve["ts_ns"].max()
     assert isinstance(lo, int) and isinstance(hi, int)
     span = max(hi - lo, 1)
     binned = (
-        curve.select(((pl.col("ts_ns") - lo) * cells // (span + 1)).alias("bin"), value.alias("v"))
+        curve.select(((pl.col("ts_ns") - lo) * cells // (span + 1)).alias("bin"), pl.col(f"{what}_mb").alias("v"))
         .group_by("bin")
         .agg(pl.col("v").max())
     )
     peaks = dict(zip(binned["bin"].to_list(), binned["v"].to_list()))
+    values = curve[f"{what}_mb"]
+    low, high = float(values.min() or 0.0), float(values.max() or 0.0)  # type: ignore[arg-type]
     peak = memory_peaks(views, card)
-    top = max((v for v in peaks.values() if v is not None), default=0.0)
-    scale = peak.capacity_mb if peak is not None and peak.capacity_mb else top
-    if not scale or scale <= 0:
-        return tuple(0.0 for _ in range(cells))
+    reserved = curve["reserved_mb"].max()
+    scale = (peak.capacity_mb if peak is not None else None) or max(
+        float(reserved) if isinstance(reserved, (int, float)) else 0.0, high
+    )
+    if scale <= 0:
+        return None
     levels = []
     last = 0.0
     for i in range(cells):
@@ -291,7 +311,7 @@ def curve_levels(views: TrainingViews, card: str, cells: int) -> tuple[float, ..
         if v is not None:
             last = min(1.0, max(0.0, v / scale))
         levels.append(last)  # a column without a record keeps the level of the one before
-    return tuple(levels)
+    return Curve(tuple(levels), what, low, high, scale)
 
 
 # --------------------------------------------------------------------------- absent views

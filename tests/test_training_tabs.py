@@ -221,6 +221,13 @@ async def test_gpt3_tabs_against_the_files_and_views(samples, tmp_path):
         op_truth = _rows(views.memory_top_ops, "1")
         assert ops.frame["size_mb"].to_list() == sorted((r["size_mb"] for r in op_truth), reverse=True)
         assert sorted(ops.frame["op_name"].to_list()) == sorted(r["op_name"] for r in op_truth)
+        # Card 1's memory_record.csv lost its timestamps' digits: peaks, no curve; card 0 has one.
+        assert not screen.query_one("#memory-curve").display
+        await pilot.press("left_square_bracket")
+        curve = screen.query_one("#memory-curve")
+        allocated = [r["allocated_mb"] for r in _rows(views.memory_curve, "0")]
+        assert curve.display and allocated
+        assert f"{min(allocated):,.0f}–{max(allocated):,.0f} of" in str(curve.render())
 
 
 async def test_host_api_tab_and_a_card_without_rows(samples, tmp_path):

@@ -1,5 +1,5 @@
 """The Memory tab [6]: the card's peaks (allocated, reserved, APP, capacity when known), a
-sparkline of reserved memory over the capture, and the operators by their largest allocation."""
+sparkline of allocated memory over the capture, and the operators by their largest allocation."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from textual.widgets import Static
 from npuscope.analysis import Finding
 from npuscope.analysis.training_tables import (
     TableFields,
-    curve_levels,
+    memory_curve,
     memory_peaks,
     memory_top_ops_table,
     missing_text,
@@ -31,7 +31,7 @@ TOP_OPS_COLUMNS = (
     Column("source", "Source", 24),
 )
 SPARK = " ▁▂▃▄▅▆▇█"
-SPARK_CELLS = 60
+SPARK_CELLS = 32
 
 
 def sparkline(levels: tuple[float, ...]) -> str:
@@ -68,10 +68,17 @@ class MemoryPane(ViewPane):
             peaks_line.update(missing_text(views, "memory", card) or "")
         else:
             peaks_line.update(Text.assemble((peaks.line(), "bold"), (f"  ({peaks.source})", "dim")))
-        levels = curve_levels(views, card, SPARK_CELLS) if views is not None else ()
-        curve_line.display = bool(levels)
-        if levels:
-            curve_line.update(Text.assemble(("reserved ", "dim"), (sparkline(levels), "dodger_blue2")))
+        curve = memory_curve(views, card, SPARK_CELLS) if views is not None else None
+        curve_line.display = curve is not None
+        if curve is not None:
+            of = "capacity" if peaks is not None and peaks.capacity_mb else "reserved"
+            curve_line.update(
+                Text.assemble(
+                    (f"{curve.what} ", "dim"),
+                    (sparkline(curve.levels), "dodger_blue2"),
+                    (f" {curve.low_mb:,.0f}–{curve.high_mb:,.0f} of {curve.scale_mb:,.0f} MB {of}", "dim"),
+                )
+            )
 
     def drill_down(self, finding: Finding) -> None:
         self.sort_by("memory", "size_mb", True)
