@@ -37,6 +37,7 @@ LAYOUTS = {
     "era_b_db": ("era_b", "only"),
 }
 CASES = ((),) + tuple((p,) for p in TRAINING_PROBLEMS)
+ALL_SIX = tuple(TRAINING_PROBLEMS)
 SYNC = "aclrtSynchronizeStream"
 
 
@@ -479,3 +480,14 @@ def test_report_names_exactly_the_planted_training_findings(base, layout, proble
     clean = {(r, c) for r, c, sev in _report(base, layout, ()) if sev != "info" and r not in TRAINING_PROBLEMS}
     assert warnings <= clean
     assert clean == (set() if layout != "era_b_db" else {("host_op_wait", "0"), ("host_op_wait", "1")})
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_report_on_every_plant_at_once(base, layout):
+    """Combined plants dilute each other (small packets replace the big buckets, free time and
+    synchronisation lengthen the steps): the manifest lists what is left, and the report agrees."""
+    findings = _report(base, layout, ALL_SIX)
+    got = {(r, c) for r, c, _ in findings if r in TRAINING_PROBLEMS}
+    planted = {(p.rule, p.card) for p in _root(base, layout, ALL_SIX).planted}
+    assert got == planted
+    assert {("free_time", "0"), ("free_time", "1"), ("sync_heavy", "0"), ("slow_rank", "0")} <= planted
