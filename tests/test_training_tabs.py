@@ -221,6 +221,13 @@ async def test_gpt3_tabs_against_the_files_and_views(samples, tmp_path):
         op_truth = _rows(views.memory_top_ops, "1")
         assert ops.frame["size_mb"].to_list() == sorted((r["size_mb"] for r in op_truth), reverse=True)
         assert sorted(ops.frame["op_name"].to_list()) == sorted(r["op_name"] for r in op_truth)
+        await pilot.press("d", "d")  # by size, largest first; again: smallest first
+        assert ops.frame["size_mb"].to_list() == sorted(r["size_mb"] for r in op_truth)
+        await pilot.press("w")
+        assert ops.frame["total_mb"].to_list() == sorted((r["total_mb"] for r in op_truth), reverse=True)
+        await pilot.press("slash", *"norm", "enter")
+        assert ops.row_count == sum("norm" in r["op_name"].lower() for r in op_truth) > 0
+        await pilot.press("escape")
         # Card 1's memory_record.csv lost its timestamps' digits: peaks, no curve; card 0 has one.
         assert not screen.query_one("#memory-curve").display
         await pilot.press("left_square_bracket")
