@@ -76,10 +76,11 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Compare the profile NEW against BASE: per op type (and core type) count, total, "
             "average and ratio before and after, sorted by the largest change; totals (compute, "
-            "communication, wait by cause, span); findings resolved, new and unchanged; and a "
-            "verdict. JSON follows the npuscope.compare/1 schema. Exit 0; 1 when "
-            "--fail-on-regression PCT is given and total device time or total wait grew by more "
-            "than PCT percent; 2 on bad input."
+            "communication, wait by cause, span); findings resolved, new and unchanged; a "
+            "verdict; mean step time and its parts, and communication per op type, before and "
+            "after. JSON follows the npuscope.compare/1 schema. Exit 0; 1 when "
+            "--fail-on-regression PCT is given and the mean step time, total device time or "
+            "total wait grew by more than PCT percent; 2 on bad input."
         ),
     )
     _add_pair_args(compare)
@@ -102,7 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--fail-on-regression",
         type=percent,
         metavar="PCT",
-        help="exit 1 when total device time or total wait grew by more than PCT percent (a CI gate)",
+        help=(
+            "exit 1 when the mean step time, total device time or total wait grew by more than PCT percent (a CI gate)"
+        ),
     )
     compare.add_argument("--rules", metavar="FILE", help="TOML file overriding rule thresholds (both runs)")
     add_capture_parser(sub)
