@@ -462,11 +462,9 @@ class MainScreen(Screen):
         except QueryError as exc:
             self.notify(str(exc), title="Filter", severity="error", markup=False)
             return False
-        pane = self.current_pane()
-        if pane is not None:  # a training tab: its own filter
+        if (pane := self.current_pane()) is not None:  # a training tab: its own filter
             pane.set_filter(query)
             self._show_filter_bar()
-            self._update_status()
             return True
         self.filter_query = query
         if sort is not None:
@@ -478,11 +476,8 @@ class MainScreen(Screen):
         return True
 
     def action_sort(self, key: str) -> None:
-        pane = self.current_pane()
-        if pane is not None:
-            pane.sort(key)
-            self._update_status()
-            return
+        if (pane := self.current_pane()) is not None:
+            return pane.sort(key)
         table = "summary" if self.current_table().id == "summary-table" else "stats"
         if table == "stats":
             key = {"duration_us": "total_us", "wait_us": "total_us", "row": "total_us"}.get(key, key)
@@ -492,11 +487,8 @@ class MainScreen(Screen):
         self.refresh_tables(which=(table,))
 
     def action_next_sort_column(self) -> None:
-        pane = self.current_pane()
-        if pane is not None:
-            pane.next_sort_column()
-            self._update_status()
-            return
+        if (pane := self.current_pane()) is not None:
+            return pane.next_sort_column()
         table = "summary" if self.current_table().id == "summary-table" else "stats"
         columns = [c.key for c in (SUMMARY_COLUMNS if table == "summary" else STATS_COLUMNS)]
         current, _ = self.sorts[table]
@@ -505,11 +497,8 @@ class MainScreen(Screen):
         self.refresh_tables(which=(table,))
 
     def action_reverse(self) -> None:
-        pane = self.current_pane()
-        if pane is not None:
-            pane.reverse()
-            self._update_status()
-            return
+        if (pane := self.current_pane()) is not None:
+            return pane.reverse()
         table = "summary" if self.current_table().id == "summary-table" else "stats"
         key, desc = self.sorts[table]
         self.sorts[table] = (key, not desc)
@@ -582,11 +571,8 @@ class MainScreen(Screen):
 
     @on(FrameTable.HeaderSelected)
     def _header(self, message: FrameTable.HeaderSelected) -> None:
-        pane = self.current_pane()
-        if pane is not None:
-            pane.header_sort(message.table, message.key)
-            self._update_status()
-            return
+        if (pane := self.current_pane()) is not None:
+            return pane.header_sort(message.table, message.key)
         table = "summary" if message.table.id == "summary-table" else "stats"
         current, desc = self.sorts[table]
         self.sorts[table] = (message.key, not desc) if current == message.key else (message.key, True)

@@ -84,7 +84,6 @@ class CommunicationPane(ViewPane):
             self.frames["comm"] = self.frames_of(self.views, self.card)["comm"]
             self.refresh_tables(("comm",))
         self.current = "comm"
-        self.post_message(self.Changed())
 
     def drill_down(self, finding: Finding) -> None:
         evidence = finding.evidence[0] if finding.evidence else {}

@@ -157,6 +157,7 @@ class ViewPane(Vertical):
             self.table(spec.name).set_data(
                 frame, spec.columns, sort=None if key == "row" else (key, desc), keep_key=None, order=order
             )
+        self.post_message(self.Changed())
 
     # ---------------------------------------------------------------- sort and filter
     def set_filter(self, query: Query) -> None:
