@@ -21,7 +21,7 @@ from npuscope.fixtures.generate import generate
 from npuscope.parsers import ReadOptions
 from npuscope.tui.app import NpuscopeApp
 from npuscope.tui.screens import main_screen
-from npuscope.tui.screens.main_screen import MainScreen
+from npuscope.tui.screens.main_screen import MainScreen, drill_down_query
 from npuscope.tui.widgets.cards_pane import CardsPane, FindingCard
 from npuscope.tui.widgets.frame_table import FrameTable
 from npuscope.tui.widgets.mini_timeline import MiniTimeline
@@ -285,14 +285,15 @@ async def test_training_finding_drills_down_to_its_tab(samples, tmp_path):
         pane = screen.query_one("#steps-pane", ViewPane)
         assert pane.sorts["steps"] == ("comm_not_overlapped_us", True) and _table(screen, "steps").has_focus
         assert _table(screen, "steps").current_row["step"] == chosen.evidence[0]["step"]
-        # An op-level finding still filters the op summary.
-        await pilot.press("1")
-        ops = [i for i, r in enumerate(rules) if not items[i].finding.view]
-        if ops:
-            cards.focus()
-            cards.index = ops[0]
-            await pilot.press("enter")
-            assert screen.query_one("#tabs").active == "summary"
+        # An op-level finding, chosen from the Steps tab, filters the op summary (not the steps).
+        ops = [i for i, item in enumerate(items) if not item.finding.view]
+        assert ops
+        cards.focus()
+        cards.index = ops[0]
+        await pilot.press("enter")
+        text, _ = drill_down_query(items[ops[0]].finding)
+        assert screen.query_one("#tabs").active == "summary" and screen.filter_query.text == text
+        assert pane.filter_query.text == ""
 
 
 # --------------------------------------------------------------------------- loading

@@ -620,6 +620,7 @@ class MainScreen(Screen):
             return
         text, sort = drill_down_query(finding)
         worst = finding.evidence[0]["row"] if finding.evidence else None
+        self.query_one("#tabs", TabbedContent).active = "summary"  # the filter is the op tabs'
         if self.apply_filter(text, sort=sort, jump_to_row=worst):
             self.action_tab("summary")
 
