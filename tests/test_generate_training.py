@@ -377,9 +377,8 @@ def test_no_plant_without_the_files_that_show_it(tmp_path):
     assert {p.rule for p in g.planted} == {"free_time", "sync_heavy"}
 
 
-def test_operator_level_data_is_unchanged_without_training_problems(tmp_path):
-    """A training-level plant on one run leaves the other files of a run without it alone:
-    the default problems write the same op_summary with or without training files."""
+def test_training_files_leave_the_other_files_alone(tmp_path):
+    """training=True adds files and changes none: the same op_summary and timeline."""
     a = generate(tmp_path / "a", layout="era_b", cards=2, steps=2, ops_per_step=80)
     b = generate(tmp_path / "b", layout="era_b", cards=2, steps=2, ops_per_step=80, training=True)
     for name in ("op_summary_20240605100000.csv", "msprof_20240605100000.json"):
