@@ -24,6 +24,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
+from npuscope.analysis import diagnose
 from npuscope.analysis.thresholds import Thresholds
 from npuscope.fixtures.generate import TRAINING_PROBLEMS, generate
 from npuscope.parsers import FrameCache, open_profile
@@ -490,3 +491,16 @@ def test_report_on_every_plant_at_once(base, layout):
     planted = {(p.rule, p.card) for p in _root(base, layout, ALL_SIX).planted}
     assert got == planted
     assert {("free_time", "0"), ("free_time", "1"), ("sync_heavy", "0"), ("slow_rank", "0")} <= planted
+
+
+@pytest.mark.parametrize("problems", [("free_time",), ("sync_heavy",), ("slow_rank",)], ids="-".join)
+@pytest.mark.parametrize("layout", ["torch_text", "era_b_text"])
+def test_wait_causes_blame_no_operator(base, layout, problems):
+    """The device's extra waits (before each optimizer op, after each synchronisation) stay below
+    the long-wait threshold: analysis/waits.py gives them no cause, and the only long waits left
+    are the step boundaries (expected)."""
+    g = _root(base, layout, problems)
+    tasks = diagnose(open_profile(g.root, cache=FrameCache(enabled=False))).tasks
+    assert set(tasks["wait_cause"].drop_nulls().unique().to_list()) <= {"expected"}
+    long = tasks.filter(pl.col("wait_us") >= TH.long_wait_us)
+    assert set(long["op_type"].unique().to_list()) <= {"GatherV2"}  # the step's first op
