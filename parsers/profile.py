@@ -29,7 +29,7 @@ from .csv_table import RowPolicy, read_header, read_table
 from .errors import ProfileError
 from .frames import canonical_statistic, canonical_tasks, derive_statistic, empty_statistic, empty_tasks
 from .layout import Capture, Layout, Source, discover
-from .sanity import outlying_events, statistic_problem, time_problem
+from .sanity import card_checks, outlying_events, statistic_problem, time_problem
 from .timeline import read_timeline
 from .timeline_tasks import device_tasks, paddle_tasks
 
@@ -222,6 +222,7 @@ def open_profile(
     tasks_from: TasksFrom = "none"
     derived = replaced = False
     kinds = set()
+    checked: tuple[pl.DataFrame, pl.DataFrame] | None = None  # a tasks frame and its card_checks
     for src, _, _ in plan:
         if cancel is not None and cancel.is_set():
             raise Cancelled()
@@ -281,7 +282,10 @@ def open_profile(
                 src.card, strict, parse_notes,
             )
             if tasks is not None and tasks.height:
-                disagree = statistic_problem(tasks, stat)
+                # One pass per card for both checks: the time check reuses it below when
+                # this is the profile's only tasks frame.
+                checked = (tasks, card_checks(tasks))
+                disagree = statistic_problem(tasks, stat, checked[1])
                 if disagree is not None:
                     parse_notes.append(disagree)
                     stat = derive_statistic(tasks)
@@ -325,7 +329,7 @@ def open_profile(
                 f"{far:,} timeline event(s) lie far outside the device activity and are left "
                 "out of the timeline (their times are damaged or from another run)"
             )
-    problem = time_problem(tasks)
+    problem = time_problem(tasks, checked[1] if checked is not None and checked[0] is tasks else None)
     if problem is not None:
         notes.append(problem)
     if derived and tasks_from != "db" and not replaced:  # a replaced one has its own note

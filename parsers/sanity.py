@@ -26,18 +26,46 @@ _FAR_NS = 60 * 1_000_000_000
 _FAR_SPANS = 10
 
 
-def time_problem(tasks: pl.DataFrame) -> str | None:
-    """Why the start times cannot be used for spans and waits, or None when they can."""
-    t = tasks.select("card", "start_ns", "duration_us").drop_nulls("start_ns")
-    if t.height < 2:
+def card_checks(tasks: pl.DataFrame, *, compute: bool = True) -> pl.DataFrame:
+    """What `time_problem` and `statistic_problem` look at, per card, in one pass over the tasks.
+
+    One row per card, in the order of their first start: `rows` (tasks with a start), `distinct`
+    (starts unlike the previous one), `whole` (starts on a whole second), `gap` (largest step
+    between consecutive starts), and with `compute` the compute time of the card's tasks
+    (`compute_us`, communication left out, as op_statistic does) and their count.
+    A frame of one card (the common case) is aggregated without grouping.
+    """
+    start = pl.col("start_ns").drop_nulls()
+    aggs = [
+        start.len().alias("rows"),
+        # Tasks frames are sorted by (card, start): a repeated start is one equal to the previous.
+        (start.len() - (start.diff() == 0).sum()).alias("distinct"),
+        (start % _WHOLE_SECONDS == 0).sum().alias("whole"),
+        start.diff().max().alias("gap"),
+    ]
+    if compute:
+        is_compute = ~pl.col("task_type").is_in(COMMUNICATION_TASK_TYPES).fill_null(False)
+        aggs += [
+            pl.col("duration_us").filter(is_compute).sum().alias("compute_us"),
+            is_compute.sum().alias("compute_rows"),
+        ]
+    card = pl.col("card")
+    if tasks.height and not tasks.select(card.ne_missing(card.first()).any()).item():
+        return tasks.select(card.first(), *aggs)
+    # Cards in the order of their first start, as the time check reports the first card found.
+    first = pl.col("_row").filter(pl.col("start_ns").is_not_null()).first().alias("_first")
+    per_card = tasks.with_row_index("_row").group_by("card", maintain_order=True).agg(*aggs, first)
+    return per_card.sort("_first", nulls_last=True, maintain_order=True).drop("_first")
+
+
+def time_problem(tasks: pl.DataFrame, checks: pl.DataFrame | None = None) -> str | None:
+    """Why the start times cannot be used for spans and waits, or None when they can.
+
+    `checks`: `card_checks(tasks)` when the caller has it already.
+    """
+    if tasks.height < 2:
         return None
-    # Tasks frames are sorted by (card, start): a repeated start is one equal to the previous.
-    per_card = t.group_by("card", maintain_order=True).agg(
-        pl.len().alias("rows"),
-        (pl.len() - (pl.col("start_ns").diff() == 0).sum()).alias("distinct"),
-        (pl.col("start_ns") % _WHOLE_SECONDS == 0).sum().alias("whole"),
-        pl.col("start_ns").diff().max().alias("gap"),
-    )
+    per_card = checks if checks is not None else card_checks(tasks, compute=False)
     for row in per_card.iter_rows(named=True):
         rows = row["rows"]
         if rows < 2:
@@ -58,16 +86,15 @@ def time_problem(tasks: pl.DataFrame) -> str | None:
     return None
 
 
-def statistic_problem(tasks: pl.DataFrame, stat: pl.DataFrame) -> str | None:
-    """A one-line note when op_statistic's totals disagree with the tasks beside it."""
+def statistic_problem(tasks: pl.DataFrame, stat: pl.DataFrame, checks: pl.DataFrame | None = None) -> str | None:
+    """A one-line note when op_statistic's totals disagree with the tasks beside it.
+
+    `checks`: `card_checks(tasks)` when the caller has it already.
+    """
     if tasks.height == 0 or stat.height == 0:
         return None
-    compute = (
-        tasks.select("card", "task_type", "duration_us")
-        .filter(~pl.col("task_type").is_in(COMMUNICATION_TASK_TYPES).fill_null(False))
-        .group_by("card")
-        .agg(pl.col("duration_us").sum().alias("tasks_us"))
-    )
+    per_card = checks if checks is not None else card_checks(tasks)
+    compute = per_card.filter(pl.col("compute_rows") > 0).select("card", pl.col("compute_us").alias("tasks_us"))
     totals = (
         stat.filter(~pl.col("core_type").is_in(COMMUNICATION_TASK_TYPES).fill_null(False))
         .group_by("card")
