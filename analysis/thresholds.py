@@ -58,6 +58,10 @@ class Thresholds:
     """Share (%) of the card's communication time in small calls at or above which they are flagged (msprof-analyze: 0.2 of the calls)."""
     memory_peak_pct: float = 90.0
     """Peak reserved memory, % of the device's capacity, at or above which it is flagged (needs the capacity)."""
+    fusible_min_count: int = 1
+    """Occurrences of a sequence one fused CANN operator does (fusion_patterns.py) at which it is listed, per card (msprof-analyze TimelineFusionOpsAnalyzer lists every match)."""
+    host_dispatch_pct: float = 10.0
+    """Host time of the framework's operators (Host Self Duration of operator_details.csv; synchronising ops left to sync_heavy), % of the card's span, at or above which the code that called them is named (as sync_pct)."""
     evidence_rows: int = 5
     """Worst rows kept as evidence per finding."""
 
