@@ -108,6 +108,10 @@ TRAINING_TABS: dict[str, tuple[str, type[ViewPane]]] = {
     "host_api": ("Host API [5]", HostApiPane),
     "memory": ("Memory [6]", MemoryPane),
 }
+# Tab titles that shorten to fit 80 columns: (narrow, wide).
+CARDS_WIDTH = 41  # the cards pane and its border (app.tcss)
+WIDE_TABS_WIDTH = 92  # the tab bar with the wide titles
+TAB_TITLES = {"stats": ("Op stats [2]", "Op statistics [2]"), "communication": ("Comm [4]", "Communication [4]")}
 TAB_FILTER_HINT = "/ filter this tab: text  name:x  type:allReduce  dur>1000 (its time)  wait>500 (its wait)  -term"
 OP_FILTER_HINT = FilterBar.PLACEHOLDER
 VIEW_TABS = {"steps": "steps", "communication": "communication", "links": "communication"}
@@ -202,6 +206,10 @@ class MainScreen(Screen):
     def on_resize(self, event) -> None:
         self.set_class(self.size.width < 110, "narrow")
         self.set_class(self.size.height < 30, "short")
+        tabs = self.query_one("#tabs", TabbedContent)
+        room = self.size.width - (0 if self.size.width < 110 else CARDS_WIDTH)  # beside the cards when wide
+        for tab, (short, wide) in TAB_TITLES.items():
+            tabs.get_tab(tab).label = short if room < WIDE_TABS_WIDTH else wide
 
     # ---------------------------------------------------------------- loading
     def show_loading(self, label: str) -> None:
