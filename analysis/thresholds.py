@@ -62,6 +62,12 @@ class Thresholds:
     """Occurrences of a sequence one fused CANN operator does (fusion_patterns.py) at which it is listed, per card (msprof-analyze TimelineFusionOpsAnalyzer lists every match)."""
     host_dispatch_pct: float = 10.0
     """Host time of the framework's operators (Host Self Duration of operator_details.csv; synchronising ops left to sync_heavy), % of the card's span, at or above which the code that called them is named (as sync_pct)."""
+    bound_min_pct: float = 20.0
+    """Busiest PMU pipe of an op type (duration-weighted *_ratio), % of its cycles, below which no pipe bounds it: "mixed" (msprof-analyze OperatorBoundChecker: "no bound")."""
+    low_block_pct: float = 50.0
+    """Block Dim below this % of the card's cores of the task's kind (cube cores for AI_CORE / MIX_AIC, vector cores for AI_VECTOR_CORE / MIX_AIV) is low parallelism."""
+    low_parallel_pct: float = 10.0
+    """Share (%) of the card's compute in low-parallelism tasks at or above which they are flagged (needs the core counts)."""
     evidence_rows: int = 5
     """Worst rows kept as evidence per finding."""
 
