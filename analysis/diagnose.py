@@ -9,11 +9,14 @@ from pathlib import Path
 import orjson
 import polars as pl
 
-from npuscope.parsers import FrameCache, Profile
+from npuscope.parsers import FrameCache, Profile, ProfileError
 from npuscope.parsers.cache import source_digest
+from npuscope.parsers.stacks import empty_stacks, read_stacks, stack_files
 
 from .findings import Finding, order
+from .fusion import fusible_findings
 from .rules import RULES, CardData, framework_of
+from .stacks import with_stacks
 from .thresholds import Thresholds
 from .waits import attribute_waits, compile_event_counts
 
@@ -64,7 +67,7 @@ def diagnose(
         tasks = tasks.filter(pl.col("card").is_in(list(cards)))
     if cache is not None and not (cache.enabled and profile.files):
         cache = None
-    extra = [ANALYSIS_VERSION, asdict(th), list(wanted), profile.capture.name]
+    extra = [ANALYSIS_VERSION, asdict(th), list(wanted), profile.capture.name, _stack_key(profile)]
     if profile.time_problem is not None:
         # Waits from damaged start times would be attributed to whatever lies in a fake gap.
         tasks = tasks.with_columns(pl.lit(None, dtype=pl.String).alias(c) for c in CAUSE_COLUMNS)
@@ -133,4 +136,39 @@ def _findings(
         )
         for rule in RULES:
             findings.extend(rule(d, th))
-    return order(findings)
+    return order(_sequence_findings(profile, tasks, wanted, th, findings))
+
+
+def _sequence_findings(
+    profile: Profile, tasks: pl.DataFrame, wanted: tuple[str, ...], th: Thresholds, findings: list[Finding]
+) -> list[Finding]:
+    """The findings of op sequences (analysis/fusion.py) and of the user's code behind the
+    host time (analysis/stacks.py), which may name a frame in a `recompilation` finding."""
+    framework = framework_of(profile.layout)
+    out = list(findings)
+    if profile.time_problem is None:  # start order is the sequence: damaged starts have none
+        out += fusible_findings(tasks, wanted, th, framework)
+    try:
+        stacks = read_stacks(profile.capture, profile.cards)
+    except ProfileError:  # a damaged stack file: no claim about code, the rest stands
+        stacks = empty_stacks()
+    stacks = stacks.filter(pl.col("card").is_in(list(wanted)))
+    spans: dict[str, float] = {}
+    if profile.time_problem is None and tasks.height:
+        ends = tasks.group_by("card").agg(
+            ((pl.col("start_us") + pl.col("duration_us").fill_null(0.0)).max() - pl.col("start_us").min()).alias("span")
+        )
+        spans = {str(c): float(v or 0.0) for c, v in ends.iter_rows()}
+    return with_stacks(out, stacks, spans, th)
+
+
+def _stack_key(profile: Profile) -> list[object]:
+    """The stack files the findings read besides the profile's files, for the cache key."""
+    key: list[object] = []
+    for _, path in stack_files(profile.capture):
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        key.append([str(path), st.st_size, st.st_mtime_ns])
+    return key
