@@ -128,8 +128,9 @@ async def test_steps_tab_bars_sort_filter_card_switch_and_timeline(generated, tm
         # The timeline marks the card's step boundaries (80 columns: the numbers fit).
         timeline = screen.query_one(MiniTimeline)
         assert [m[0] for m in timeline.steps] == [r["step"] for r in truth]
-        row = step_row(timeline.steps, *timeline.window, 80 - 13)
-        assert row.count("│") == 5 and all(str(r["step"]) in row for r in truth)
+        drawn = timeline.render_line(len(timeline.model.lanes)).text
+        assert drawn.startswith("steps") and len(drawn) == 80
+        assert drawn.count("│") == 5 and all(f"│{r['step']}" in drawn for r in truth)
         # The step under the cursor is selected on the timeline.
         await pilot.press("down")
         mark = next(m for m in timeline.steps if m[0] == table.current_row["step"])
