@@ -26,6 +26,7 @@ CAUSE_COLUMNS = ("wait_cause", "wait_confidence")
 RULE_COLUMNS = (
     "row", "card", "op_name", "op_type", "task_type", "op_state", "is_aclnn", "start_us",
     "duration_us", "wait_us", "input_shapes", "input_dtypes", "wait_cause", "wait_confidence",
+    "block_num",
 )
 
 
@@ -132,7 +133,8 @@ def _findings(
             statistic_derived=profile.statistic_derived,
             pmu=bool(profile.pmu_columns),
             time_problem=profile.time_problem,
-            framework=framework_of(profile.layout),
+            framework=framework_of(profile.layout, profile),
+            profile=profile,
         )
         for rule in RULES:
             findings.extend(rule(d, th))

@@ -12,8 +12,10 @@ from typing import Any
 import polars as pl
 
 from npuscope.parsers import Profile, ProfileError
+from npuscope.parsers.device_info import device_info
 from npuscope.text import printable
 
+from .bound import BOUND_WORDS, PIPE_NAMES, UNKNOWN_BOUND, bound_of, pipe_ratios
 from .diagnose import Diagnosis
 
 
@@ -37,6 +39,30 @@ def _v(value: object) -> str:
     if isinstance(value, float):
         return f"{value:,.3f}"
     return str(value)
+
+
+def _bound_rows(profile: Profile, diagnosis: Diagnosis, task: dict[str, Any]) -> list[str]:
+    """The op type's bound on the task's card and its pipe ratios (analysis/bound.py)."""
+    of_type = diagnosis.tasks.filter((pl.col("card") == task["card"]) & (pl.col("op_type") == task["op_type"]))
+    ratios = pipe_ratios(of_type, ("op_type",))
+    row = ratios.row(0, named=True) if ratios.height else {}
+    bound = bound_of(row, diagnosis.thresholds.bound_min_pct) if row else UNKNOWN_BOUND
+    pipes = ", ".join(f"{p} {row[p]:.3f}" for p in PIPE_NAMES if row.get(p) is not None)
+    return [
+        f"| Bound ({_v(task['op_type'])} on this card) | {bound}: {BOUND_WORDS[bound]} |",
+        f"| Pipe ratios (duration-weighted) | {pipes or '-'} |",
+    ]
+
+
+def _block(profile: Profile, task: dict[str, Any]) -> str:
+    """Block Num, and the card's cores of the task's kind when the capture tells them."""
+    dev = device_info(profile.capture, profile.cards).get(task["card"])
+    if dev is None or not dev.ai_core_num or task.get("block_num") is None:
+        return _v(task.get("block_num"))
+    vector = task["task_type"] in ("AI_VECTOR_CORE", "MIX_AIV") and dev.aiv_num
+    cores = f"{dev.aiv_num} vector cores" if vector else f"{dev.ai_core_num} AI cores"
+    how = f"assumed from the chip name {dev.chip}" if dev.assumed else dev.source
+    return f"{task['block_num']} (of {cores}, {how})"
 
 
 def op_report(profile: Profile, diagnosis: Diagnosis, task: dict[str, Any]) -> str:
@@ -74,7 +100,8 @@ def op_report(profile: Profile, diagnosis: Diagnosis, task: dict[str, Any]) -> s
         f"| Output Shapes | `{_v(task['output_shapes'])}` |",
         f"| Output Data Types | {_v(task['output_dtypes'])} |",
         f"| Output Formats | {_v(task['output_formats'])} |",
-        f"| Block Num | {_v(task['block_num'])} |",
+        f"| Block Num | {_block(profile, task)} |",
+        *_bound_rows(profile, diagnosis, task),
         f"| Task Duration (us) | {_v(task['duration_us'])} |",
         f"| Task Wait Time (us) | {_v(task['wait_us'])}"
         + (f" (cause: {task['wait_cause']}, {task['wait_confidence']})" if task.get("wait_cause") else "")

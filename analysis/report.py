@@ -14,6 +14,7 @@ from npuscope.parsers import Profile
 from npuscope.parsers.training import TrainingViews, empty_views
 from npuscope.text import printable
 
+from .bound import with_bound
 from .card_spread import card_spread, card_spread_json, spread_lines
 from .diagnose import Diagnosis
 from .findings import SEVERITY_MARK
@@ -69,13 +70,16 @@ def build_report(
         stat = profile.op_statistic.filter(pl.col("card") == card).sort(
             ["total_us", "op_type"], descending=[True, False]
         )
+        # The bound type of each op type, from its tasks' PMU ratios (analysis/bound.py).
+        of_card = diagnosis.tasks if profile.cards == (card,) else diagnosis.tasks.filter(pl.col("card") == card)
+        stat = with_bound(stat, of_card, diagnosis.thresholds.bound_min_pct)
         cards.append(
             {
                 "card": card,
                 "summary": card_summary(profile, diagnosis.tasks, card),
                 "op_statistic": _rows(
                     stat,
-                    ("op_type", "core_type", "count", "total_us", "min_us", "avg_us", "max_us", "ratio_pct"),
+                    ("op_type", "core_type", "count", "total_us", "min_us", "avg_us", "max_us", "ratio_pct", "bound"),
                 ),
                 "top_duration": _rows(_top(t, "duration_us", top), ROW_KEYS),
                 "top_wait": _rows(_top(t, "wait_us", top), (*ROW_KEYS, "wait_cause")),
@@ -147,11 +151,22 @@ def render(report: dict[str, Any], fmt: str) -> str:
         out.append("")
         out.append("### Op statistics" if md else "Op statistics")
         rows = [
-            [r["op_type"], r["core_type"], r["count"], r["total_us"], r["avg_us"], r["max_us"], r["ratio_pct"]]
+            [
+                r["op_type"],
+                r["core_type"],
+                r["count"],
+                r["total_us"],
+                r["avg_us"],
+                r["max_us"],
+                r["ratio_pct"],
+                r.get("bound", "unknown"),
+            ]
             for r in card["op_statistic"][: report["top"]]
         ]
         out += table(
-            ["OP Type", "Core Type", "Count", "Total(us)", "Avg(us)", "Max(us)", "Ratio(%)"], rows, {2, 3, 4, 5, 6}
+            ["OP Type", "Core Type", "Count", "Total(us)", "Avg(us)", "Max(us)", "Ratio(%)", "Bound"],
+            rows,
+            {2, 3, 4, 5, 6},
         )
         out.append("")
         out.append("### Longest tasks" if md else "Longest tasks")

@@ -12,14 +12,24 @@ from typing import Any, Literal, get_args
 
 import polars as pl
 
+from npuscope.parsers import Profile
 from npuscope.parsers.columns import COMMUNICATION_TASK_TYPES, UNKNOWN
+from npuscope.parsers.device_info import DeviceInfo, device_info
 from npuscope.parsers.frames import is_communication
 
+from .bound import BOUND_WORDS, MIXED, UNKNOWN_BOUND, op_type_bounds
 from .findings import EVIDENCE_FIELDS, Finding
 from .thresholds import Thresholds
 
 MATRIX_TYPES = r"^(MatMul|BatchMatMul|Conv|FlashAttention)"
 MATRIX_CORES = ("AI_CORE", "MIX_AIC")
+CORE_TASKS = ("AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV")
+"""Task types that run on the AI cores: the ones with a Block Dim and PMU ratios."""
+# An Ascend C kernel the application launches itself (`kernel<<<blockDim, ...>>>`,
+# aclrtLaunchKernel) is named after its C function (`matmul_custom`), and a custom operator
+# built with msOpGen ends in `Custom` (`AddCustom`); every CANN operator type is a CamelCase
+# name without underscores (`MatMulV3`, `FlashAttentionScore`).
+CUSTOM_KERNEL_TYPES = r"^[a-z]|_|Custom$"
 
 ADVICE = {
     "dominant_warning": (
@@ -79,6 +89,21 @@ ADVICE = {
         "run static and avoid recompilation."
     ),
     "data_gaps": "Capture again with the missing data to confirm what is only suspected here.",
+    "custom_kernel": (
+        "This is the application's own kernel (Ascend C, launched directly), not a CANN "
+        "operator: no framework or online-compilation switch changes it, the kernel itself "
+        "does. Use its bound type: memory-bound kernels need larger tiles, double buffering "
+        "(queue depth 2, so MTE2 copies overlap compute) and contiguous 32-byte-aligned "
+        "copies; a Block Dim below the core count leaves cores idle (launch "
+        "kernel<<<blockDim, ...>>> with one block per core and split the tiling over them). "
+        "`msprof op` on the kernel alone gives per-pipe detail."
+    ),
+    "low_parallelism": (
+        "These kernels run on few of the card's cores while the rest idle: for a custom "
+        "kernel, launch it with a Block Dim of (a multiple of) the core count and split the "
+        "tiling over the blocks; for CANN operators, small shapes give few blocks: batch or "
+        "fuse the small calls (larger batch, fewer larger ops)."
+    ),
 }
 
 
@@ -160,12 +185,32 @@ FRAMEWORK_ADVICE: dict[str, dict[str, str]] = {
 of Paddle and torch_npu both."""
 
 
-def framework_of(layout: str) -> Framework:
-    """The framework a capture's layout tells: torch_npu (`*_ascend_pt`), MindSpore
-    (`*_ascend_ms`) and Paddle's own traces; an msprof export could come from anything run
-    under msprof (Paddle, a plain ACL application, a custom Ascend C kernel), so it is unknown."""
+MSPROF_LAYOUTS = ("era_a", "era_b", "file")
+"""Layouts of a plain msprof export: anything run under `msprof --application` writes them."""
+
+
+def custom_kernel() -> pl.Expr:
+    """Tasks of an application's own kernel (CUSTOM_KERNEL_TYPES on a core task)."""
+    return (
+        pl.col("task_type").is_in(CORE_TASKS).fill_null(False)
+        & (pl.col("op_type") != UNKNOWN).fill_null(False)
+        & pl.col("op_type").str.contains(CUSTOM_KERNEL_TYPES).fill_null(False)
+    )
+
+
+def framework_of(layout: str, profile: Profile | None = None) -> Framework:
+    """The framework a capture tells. By its layout: torch_npu (`*_ascend_pt`), MindSpore
+    (`*_ascend_ms`) and Paddle's own traces. A plain msprof export (`profile` given) tells by
+    what it holds: with an application's own kernel (`custom_kernel`: frameworks launch CANN
+    operators) it is a plain ACL application; otherwise it could be Paddle, torch_npu or an
+    ACL application calling CANN operators (nothing in the export tells them apart; the
+    folder name `ascend_profiling/` is Paddle's default but any run may use it), so unknown."""
     known: dict[str, Framework] = {"torch_npu": "torch_npu", "mindspore": "mindspore", "paddle": "paddle"}
-    return known.get(layout, "unknown")
+    if layout in known or profile is None or layout not in MSPROF_LAYOUTS:
+        return known.get(layout, "unknown")
+    if profile.tasks.height and profile.tasks.select(custom_kernel().any()).item():
+        return "acl"
+    return "unknown"
 
 
 def advice(key: str, framework: str) -> str:
@@ -186,6 +231,36 @@ class CardData:
     pmu: bool
     time_problem: str | None = None  # start times unusable: no spans, no wait causes
     framework: str = "unknown"  # one of FRAMEWORKS: picks the advice's wording
+    profile: Profile | None = None  # the capture: core counts and PMU ratios of the card
+
+    @cached_property
+    def device(self) -> DeviceInfo | None:
+        """The card's core counts, when the capture tells them."""
+        if self.profile is None:
+            return None
+        return device_info(self.profile.capture, self.profile.cards).get(self.card)
+
+    @cached_property
+    def _bounds(self) -> dict[float, dict[str, str]]:
+        return {}
+
+    def bounds(self, th: Thresholds) -> dict[str, str]:
+        """op type -> bound type (analysis/bound.py) on this card; empty without PMU ratios."""
+        if th.bound_min_pct not in self._bounds:
+            out: dict[str, str] = {}
+            if self.profile is not None and self.profile.pmu_columns:
+                tasks = self.profile.tasks
+                if self.profile.cards != (self.card,):
+                    tasks = tasks.filter(pl.col("card") == self.card)
+                frame = op_type_bounds(tasks, th.bound_min_pct, ("op_type",))
+                out = {r[0]: r[1] for r in frame.select("op_type", "bound").iter_rows() if r[0] is not None}
+            self._bounds[th.bound_min_pct] = out
+        return self._bounds[th.bound_min_pct]
+
+    @cached_property
+    def custom_types(self) -> frozenset[str]:
+        """Op types of the application's own kernels on this card."""
+        return frozenset(self.tasks.filter(custom_kernel())["op_type"].unique().to_list())
 
     @cached_property
     def compute(self) -> pl.DataFrame:
@@ -231,19 +306,25 @@ def dominant_op_type(d: CardData, th: Thresholds) -> list[Finding]:
     big = d.stat.filter((pl.col("ratio_pct") >= th.dominant_ratio_pct) & (pl.col("op_type") != UNKNOWN))
     for row in big.iter_rows(named=True):
         matrix = bool(re.match(MATRIX_TYPES, row["op_type"] or "")) and row["core_type"] in MATRIX_CORES
+        custom = row["op_type"] in d.custom_types
         of_type = d.tasks.filter(pl.col("op_type") == row["op_type"])
+        title = f"{row['op_type']} ({row['core_type']}) takes {row['ratio_pct']:.1f}% of compute"
+        if custom:  # the application's own kernel: what bounds it is the lead, not recompilation
+            bound = d.bounds(th).get(row["op_type"], UNKNOWN_BOUND)
+            title += f"; custom kernel, {BOUND_WORDS[bound]}" if bound != UNKNOWN_BOUND else "; custom kernel"
+        key = "custom_kernel" if custom else "dominant_info" if matrix else "dominant_warning"
         out.append(
             Finding(
                 rule="dominant_op_type",
-                severity="info" if matrix else "warning",
-                title=f"{row['op_type']} ({row['core_type']}) takes {row['ratio_pct']:.1f}% of compute",
+                severity="info" if matrix and not custom else "warning",
+                title=title,
                 card=d.card,
                 op_types=(row["op_type"],),
                 op_names=_names(of_type, row["op_type"]),
                 count=int(row["count"]),
                 time_us=float(row["total_us"]),
                 share_pct=float(row["ratio_pct"]),
-                advice=advice("dominant_info" if matrix else "dominant_warning", d.framework),
+                advice=advice(key, d.framework),
                 evidence=evidence(of_type, "duration_us", th.evidence_rows),
                 threshold=f"Ratio(%) >= {th.dominant_ratio_pct:g}",
             )
@@ -274,7 +355,7 @@ def _duration_findings(
                 count=n,
                 time_us=total,
                 share_pct=_share(total, d.compute_us),
-                advice=ADVICE[rule],
+                advice=ADVICE["custom_kernel"] if rule == "long_task" and op_type in d.custom_types else ADVICE[rule],
                 evidence=evidence(rows, "duration_us", th.evidence_rows),
                 threshold=threshold,
             )
@@ -346,7 +427,15 @@ def ai_cpu(d: CardData, th: Thresholds) -> list[Finding]:
 
 
 def _wait_findings(d: CardData, th: Thresholds, cause: str, rule: str, title: str) -> list[Finding]:
-    rows_all = d.tasks.filter(pl.col("wait_cause") == cause)
+    # An application's own kernel is compiled ahead of time, never online: a compile API
+    # over the gap before it was the host busy with something else (host_op_wait).
+    custom = pl.col("op_type").is_in(list(d.custom_types))
+    if rule == "recompilation":
+        rows_all = d.tasks.filter((pl.col("wait_cause") == cause) & ~custom)
+    elif rule == "host_op_wait":
+        rows_all = d.tasks.filter((pl.col("wait_cause") == cause) | ((pl.col("wait_cause") == "recompilation") & custom))
+    else:
+        rows_all = d.tasks.filter(pl.col("wait_cause") == cause)
     out = []
     for op_type, n, total in _per_type(rows_all, "wait_us"):
         rows = rows_all.filter(pl.col("op_type") == op_type)
@@ -475,10 +564,11 @@ def idle_device(d: CardData, th: Thresholds) -> list[Finding]:
 
 
 def aclop_share(d: CardData, th: Thresholds) -> list[Finding]:
+    # An application's own kernels are neither aclop nor aclnn: left out of both counts.
     compute = d.tasks.filter(
-        ~pl.col("task_type").is_in([*COMMUNICATION_TASK_TYPES, "CPU"]).fill_null(False)
+        ~pl.col("task_type").is_in([*COMMUNICATION_TASK_TYPES, "CPU"]).fill_null(False) & ~custom_kernel()
     )
-    if compute.height == 0:  # host-only traces (Paddle on CPU) have no aclop / aclnn
+    if compute.height == 0:  # host-only traces (Paddle on CPU), custom kernels only: no aclop / aclnn
         return []
     aclop = compute.filter(~pl.col("is_aclnn"))
     aclop_t = float(aclop["duration_us"].sum() or 0.0)
@@ -501,6 +591,56 @@ def aclop_share(d: CardData, th: Thresholds) -> list[Finding]:
             advice=ADVICE["aclop_share"],
             evidence=evidence(aclop, "duration_us", th.evidence_rows),
             threshold="informational",
+        )
+    ]
+
+
+def low_parallelism(d: CardData, th: Thresholds) -> list[Finding]:
+    """Core tasks whose Block Dim uses a small part of the card's cores, taking a real share
+    of compute: one finding per card. Needs the core counts (parsers/device_info.py); AI_CORE
+    and MIX_AIC blocks count cube cores, AI_VECTOR_CORE and MIX_AIV vector cores (cube cores
+    when the chip has no separate ones), as msprof-analyze's BlockDimChecker does."""
+    dev = d.device
+    if dev is None or not dev.ai_core_num or "block_num" not in d.tasks.columns:
+        return []
+    aic, aiv = dev.ai_core_num, dev.aiv_num or dev.ai_core_num
+    cores = pl.when(pl.col("task_type").is_in(MATRIX_CORES)).then(pl.lit(aic)).otherwise(pl.lit(aiv))
+    low = d.tasks.filter(
+        pl.col("task_type").is_in(CORE_TASKS).fill_null(False)
+        & (pl.col("block_num") > 0).fill_null(False)
+        & (pl.col("block_num") * 100.0 < cores * th.low_block_pct)
+    )
+    total = float(low["duration_us"].sum() or 0.0)
+    share = _share(total, d.compute_us)
+    if low.height == 0 or share < th.low_parallel_pct:
+        return []
+    types = [t for t, _, _ in _per_type(low, "duration_us")]
+    lo, hi = low.select(pl.col("block_num").min().alias("lo"), pl.col("block_num").max().alias("hi")).row(0)
+    dims = f"Block Dim {lo}" if lo == hi else f"Block Dim {lo}-{hi}"
+    bounds = d.bounds(th)
+    top = types[0]
+    bound = bounds.get(top, UNKNOWN_BOUND)
+    lead = f"; {top} is {BOUND_WORDS[bound].split(' (')[0]}" if bound not in (UNKNOWN_BOUND, MIXED) else ""
+    return [
+        Finding(
+            rule="low_parallelism",
+            severity="warning",
+            title=(
+                f"{low.height:,} task(s) use few of the card's cores ({dims} on {dev.describe()}): "
+                f"{share:.1f}% of compute{lead}"
+            ),
+            card=d.card,
+            op_types=tuple(types[:10]),
+            op_names=tuple(low.sort("duration_us", descending=True)["op_name"].unique(maintain_order=True).head(5).to_list()),
+            count=low.height,
+            time_us=total,
+            share_pct=share,
+            advice=ADVICE["low_parallelism"],
+            evidence=evidence(low, "duration_us", th.evidence_rows),
+            threshold=(
+                f"Block Dim < {th.low_block_pct:g}% of the cores of its kind on >= {th.low_parallel_pct:g}% "
+                f"of compute; {dev.describe()}"
+            ),
         )
     ]
 
@@ -566,6 +706,7 @@ RULES = (
     long_task,
     duration_outlier,
     ai_cpu,
+    low_parallelism,
     recompilation,
     host_op_wait,
     communication_wait,
