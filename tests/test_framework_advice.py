@@ -19,13 +19,14 @@ PADDLE_ONLY = ("FLAGS_npu_jit_compile", "GLOG_v")
 SAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "samples"
 
 
-def _framework_profile(layout: str):
+def _framework_profile(layout: str, extra: tuple[dict, ...] = ()):
     """Stat dominated by TransData, a wait covered by a compile API (recompilation) and one
     covered by a synchronisation (host op): every rule whose advice names a framework."""
     tasks = [
         task("TransData", 0, 40),
         task("Mul", 1040, 10),
         task("Add", 2050, 10),
+        *extra,
     ]
     events = [
         event("AscendCL@aclopCompileAndExecute", 50, 900),
@@ -105,6 +106,35 @@ def test_real_torch_npu_capture_has_no_paddle_advice():
     for f in diag.findings:
         assert not any(p in f.advice for p in PADDLE_ONLY), f.rule
     assert any(TORCH_SWITCH in f.advice for f in diag.findings if f.rule == "recompilation")
+
+
+@pytest.mark.parametrize("layout", ["era_b", "era_a", "file"])
+def test_msprof_export_with_an_own_kernel_is_a_plain_acl_application(layout):
+    """Frameworks launch CANN operators; a kernel named like a C function (`matmul_custom`)
+    or a msOpGen custom operator (`AddCustom`) is the application's own."""
+    for op_type in ("matmul_custom", "AddCustom"):
+        prof = dataclasses.replace(profile([task(op_type, 0, 40), task("Cast", 100, 10)]), layout=layout)
+        assert framework_of(prof.layout, prof) == "acl"
+    plain = dataclasses.replace(profile([task("MatMulV3", 0, 40), task("Cast", 100, 10)]), layout=layout)
+    assert framework_of(plain.layout, plain) == "unknown"
+
+
+def test_framework_layouts_win_over_what_the_capture_holds():
+    for layout in ("torch_npu", "mindspore", "paddle"):
+        prof = dataclasses.replace(profile([task("matmul_custom", 0, 40)]), layout=layout)
+        assert framework_of(prof.layout, prof) == layout
+
+
+def test_acl_application_gets_acl_words_for_its_cann_operators():
+    """A kernel of its own marks the export as an ACL application: the CANN operators it also
+    calls get ACL's words (aclopSetCompileFlag), never a framework switch."""
+    prof = _framework_profile("era_b", (task("add_custom", 2070, 1),))
+    assert framework_of(prof.layout, prof) == "acl"
+    diag = diagnose(prof)
+    found = {f.rule: f.advice for f in diag.findings if f.rule in ("recompilation", "dominant_op_type")}
+    assert "aclopSetCompileFlag" in found["recompilation"] and "aclopSetCompileFlag" in found["dominant_op_type"]
+    for f in diag.findings:
+        assert TORCH_SWITCH not in f.advice and not any(p in f.advice for p in PADDLE_ONLY), f.rule
 
 
 def test_table_covers_known_frameworks_and_rules():

@@ -241,3 +241,45 @@ def test_thresholds_from_toml(tmp_path):
         Thresholds.load(path)
     with pytest.raises(ProfileError, match="not found"):
         Thresholds.load(tmp_path / "missing.toml")
+
+
+# --- an application's own kernel (custom Ascend C kernel) -----------------------------------
+
+def test_compile_api_before_a_custom_kernel_is_a_host_wait_not_recompilation():
+    """An Ascend C kernel is built ahead of time: the compile call over the gap before it was
+    the host busy with another op, so host_op_wait names it, with the kernel's words."""
+    tasks = [task("Add", 0, 10), task("matmul_custom", 1010, 5)]
+    diag = diagnose(profile(tasks, [event("AscendCL@aclopCompileAndExecute", 50, 900)]))
+    assert _causes(diag) == [None, "recompilation"]  # the cause says what the host ran
+    assert _rule(diag, "recompilation") == []
+    (f,) = _rule(diag, "host_op_wait")
+    assert f.op_types == ("matmul_custom",) and f.time_us == 1000.0
+
+
+def test_aclop_share_leaves_custom_kernels_out():
+    tasks = [task("add_custom", 0, 30), task("AddCustom", 100, 30), task("Cast", 200, 10)]
+    (f,) = _rule(diagnose(profile(tasks)), "aclop_share")
+    assert f.count == 1 and f.op_types == ("Cast",) and f.time_us == 10.0
+    only_kernels = [task("matmul_custom", 0, 30), task("matmul_custom", 100, 30)]
+    assert _rule(diagnose(profile(only_kernels)), "aclop_share") == []
+
+
+def test_dominant_custom_kernel_gets_the_kernel_advice_and_its_bound():
+    tasks = [task("matmul_custom", i * 100, 90) for i in range(5)] + [task("Cast", 600, 10)]
+    (f,) = _rule(diagnose(profile(tasks, pmu=True)), "dominant_op_type")
+    # tiny's PMU column is aic_mac_ratio = 1.0 on every task: cube-bound
+    assert f.severity == "warning" and "custom kernel, cube-bound" in f.title
+    assert "Block Dim" in f.advice and "FLAGS_npu_jit_compile" not in f.advice
+    assert "jit_compile" not in f.advice and "recompil" not in f.advice
+
+
+def test_long_custom_kernel_gets_the_kernel_advice():
+    (f,) = _rule(diagnose(profile([task("matmul_custom", 0, 5000)])), "long_task")
+    assert "operator team" not in f.advice and "Ascend C" in f.advice
+    (g,) = _rule(diagnose(profile([task("MatMulV3", 0, 5000)])), "long_task")
+    assert "operator team" in g.advice
+
+
+def test_low_parallelism_needs_core_counts():
+    """tiny's capture has no info.json and no db: the rule cannot judge Block Dim."""
+    assert _rule(diagnose(profile([task("matmul_custom", 0, 5000)])), "low_parallelism") == []
