@@ -11,7 +11,7 @@ import polars as pl
 
 from npuscope.parsers import FrameCache, Profile, ProfileError
 from npuscope.parsers.cache import source_digest
-from npuscope.parsers.stacks import empty_stacks, read_stacks, stack_files
+from npuscope.parsers.stacks import empty_api_frames, empty_stacks, read_api_frames, read_stacks, stack_files
 
 from .findings import Finding, order
 from .fusion import fusible_findings
@@ -152,8 +152,9 @@ def _sequence_findings(
         out += fusible_findings(tasks, wanted, th, framework)
     try:
         stacks = read_stacks(profile.capture, profile.cards)
+        api_frames = read_api_frames(profile.capture, profile.cards)
     except ProfileError:  # a damaged stack file: no claim about code, the rest stands
-        stacks = empty_stacks()
+        stacks, api_frames = empty_stacks(), empty_api_frames()
     stacks = stacks.filter(pl.col("card").is_in(list(wanted)))
     spans: dict[str, float] = {}
     if profile.time_problem is None and tasks.height:
@@ -161,7 +162,7 @@ def _sequence_findings(
             ((pl.col("start_us") + pl.col("duration_us").fill_null(0.0)).max() - pl.col("start_us").min()).alias("span")
         )
         spans = {str(c): float(v or 0.0) for c, v in ends.iter_rows()}
-    return with_stacks(out, stacks, spans, th)
+    return with_stacks(out, stacks, spans, th, api_frames)
 
 
 def _stack_key(profile: Profile) -> list[object]:

@@ -6,11 +6,17 @@ Duration, children not counted twice) is summed per card and per user frame (the
 frame outside the framework: `path:line (function)`). Without stacks nothing is said: no
 finding names code it cannot see.
 
+Where the capture also ties the CANN API calls to those operators (torch_npu's db export,
+parsers/stacks.read_api_frames), a frame is named for an API: the `recompilation` finding names
+the frame whose operators called aclopCompileAndExecute the longest (`heaviest_frame`, which
+`sync_heavy` could use the same way for the synchronising APIs).
+
 One finding, not two: the synchronising operators (`.item()` runs aten::_local_scalar_dense)
 are left to `sync_heavy`, which counts the host synchronisation APIs; and on a card where
 `recompilation` already fires, the host time is most likely the compilation it blames, so no
 `host_dispatch` is made: the recompilation finding gets the frame with the most host time in
-its title instead, its rule, time and evidence unchanged (`with_stacks`).
+its title instead (the frame that called aclopCompileAndExecute where that is known), its
+rule, time and evidence unchanged (`with_stacks`).
 """
 
 from __future__ import annotations
@@ -76,13 +82,35 @@ def _evidence(frames: pl.DataFrame, n: int) -> tuple[dict[str, Any], ...]:
     return tuple(out)
 
 
+COMPILE_API = r"^aclopCompileAndExecute$"
+
+
+def heaviest_frame(api_frames: pl.DataFrame, card: str, api: str) -> tuple[str, int, float] | None:
+    """(frame, calls, total us) of the user frame whose operators spent the most time in the
+    CANN APIs matching the pattern `api` on `card`, or None when no call of them has a frame."""
+    rows = api_frames.filter((pl.col("card") == card) & pl.col("api").str.contains(api).fill_null(False))
+    if rows.height == 0:
+        return None
+    per = (
+        rows.group_by("frame")
+        .agg(pl.col("calls").sum(), pl.col("total_us").sum())
+        .sort(["total_us", "frame"], descending=[True, False])
+    )
+    frame, calls, total = per.row(0)
+    return str(frame), int(calls), float(total)
+
+
 def _host_us(stacks: pl.DataFrame) -> float:
     rows = stacks.filter(~pl.col("op_name").str.contains(SYNC_OPS).fill_null(False))
     return float(rows["host_self_us"].sum() or 0.0)
 
 
 def with_stacks(
-    findings: list[Finding], stacks: pl.DataFrame, spans_us: dict[str, float], th: Thresholds
+    findings: list[Finding],
+    stacks: pl.DataFrame,
+    spans_us: dict[str, float],
+    th: Thresholds,
+    api_frames: pl.DataFrame | None = None,
 ) -> list[Finding]:
     """`findings` with the stack-based ones: a `host_dispatch` per card whose framework
     operators' host time (synchronising ones left out) is at least `th.host_dispatch_pct` of
@@ -98,10 +126,13 @@ def with_stacks(
         recompiled = [i for i, f in enumerate(out) if f.card == card and f.rule == "recompilation"]
         if recompiled:
             i = max(recompiled, key=lambda k: out[k].time_us)
-            out[i] = replace(
-                out[i],
-                title=f"{out[i].title}; most host time in {top['frame']} ({top['op_name']}, {top['host_us']:,.0f} us)",
-            )
+            compiled = heaviest_frame(api_frames, card, COMPILE_API) if api_frames is not None else None
+            if compiled is not None:
+                frame, calls, total = compiled
+                said = f"aclopCompileAndExecute called from {frame} ({calls} call(s), {total:,.0f} us)"
+            else:
+                said = f"most host time in {top['frame']} ({top['op_name']}, {top['host_us']:,.0f} us)"
+            out[i] = replace(out[i], title=f"{out[i].title}; {said}")
             continue
         span = spans_us.get(card) or 0.0
         host = _host_us(stacks.filter(pl.col("card") == card))

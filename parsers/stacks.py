@@ -6,6 +6,14 @@ operator, `Name,Input Shapes,Call Stack,Host Self Duration(us),Host Total Durati
 Device Self Duration(us),Device Total Duration(us),...`. A Call Stack is the Python frames,
 innermost first, separated by `;` and a line break, each `path(line): function`.
 
+torch_npu's db export (`export_type=db`) holds the same in ascend_pytorch_profiler_N.db: one
+PYTORCH_API row per framework operator call (type `op` of ENUM_API_TYPE, startNs / endNs,
+globalTid, callchainId) and its frames in PYTORCH_CALLCHAINS (id, stack, stackDepth; 0 the
+innermost), names and frames in STRING_IDS. Calls nest (aten::conv2d runs aten::convolution
+runs Conv2D): only the outermost framework operator of each thread (`aten::`, `npu::`,
+`c10d::`) counts its host time, so none is counted twice, and the record_function ranges of
+the same type (ProfilerStep#N, enumerate(DataLoader)) are not operators.
+
 The user's frame of a stack is its first frame outside the framework and the interpreter:
 not in site-packages / dist-packages, not in the Python library (`lib/pythonX.Y/`), not in a
 `torch`, `torch_npu` or `paddle` source folder, not `<string>`-like. A stack made only of
@@ -14,7 +22,10 @@ such frames has none.
 
 from __future__ import annotations
 
+import os
+import sqlite3
 from pathlib import Path
+from urllib.parse import quote
 
 import polars as pl
 
@@ -57,11 +68,18 @@ def empty_stacks() -> pl.DataFrame:
     return pl.DataFrame(schema=STACK_SCHEMA)
 
 
+FRAMEWORK_OP = r"^(?:aten|npu|c10d)::"
+"""The PYTORCH_API names of framework operators (not record_function ranges)."""
+
+
 def stack_files(capture: Capture) -> list[tuple[str | None, Path]]:
-    """(card, operator_details.csv) of each source of the capture that has one."""
+    """(card, operator_details.csv) of each source of the capture that has one, else its db
+    export (whose PYTORCH_API may hold the same)."""
     out = []
     for place in places(capture):
         path = place.file("operator_details", "csv")
+        if path is None and place.db is not None and place.db.name.startswith("ascend_pytorch_profiler"):
+            path = place.db
         if path is not None:
             out.append((place.card, path))
     return out
@@ -125,6 +143,173 @@ def read_operator_details(path: Path, card: str) -> pl.DataFrame:
     return conform(out, STACK_SCHEMA)
 
 
+API_FRAME_SCHEMA: dict[str, pl.DataType] = {
+    "card": pl.String(),
+    "api": pl.String(),  # the CANN API, `aclopCompileAndExecute`
+    "frame": pl.String(),  # the user's frame of the framework operator that called it
+    "calls": pl.Int64(),
+    "total_us": pl.Float64(),
+}
+
+
+def empty_api_frames() -> pl.DataFrame:
+    return pl.DataFrame(schema=API_FRAME_SCHEMA)
+
+
+_TIMES = {"start": pl.String, "end": pl.String, "tid": pl.String}
+
+
+def _frame(rows: list[tuple[object, ...]], schema: dict[str, type[pl.DataType]]) -> pl.DataFrame:
+    df = pl.DataFrame(rows, schema=schema, orient="row", strict=False)
+    if "start" in df.columns:
+        df = df.with_columns(pl.col("start").cast(pl.Int64, strict=False), pl.col("end").cast(pl.Int64, strict=False))
+        df = df.filter(pl.col("end") >= pl.col("start"))
+    return df
+
+
+def _db_query(path: Path, api_calls: bool) -> dict[str, pl.DataFrame] | None:
+    """The db's framework operator calls, call chains and, with `api_calls`, the queue events and
+    CANN API calls; None when it has no call stacks."""
+    uri = "file:" + quote(os.fsencode(path.absolute())) + "?mode=ro&immutable=1"
+    try:
+        con = sqlite3.connect(uri, uri=True)
+        try:
+            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if not {"PYTORCH_API", "PYTORCH_CALLCHAINS", "STRING_IDS", "ENUM_API_TYPE"} <= tables:
+                return None
+
+            def of_type(kind: str, extra: str) -> list[tuple[object, ...]]:
+                return con.execute(
+                    f"SELECT a.startNs, a.endNs, a.globalTid, n.value, {extra} "
+                    "FROM PYTORCH_API a JOIN STRING_IDS n ON n.id = a.name "
+                    "LEFT JOIN STRING_IDS sh ON sh.id = a.inputShapes "
+                    f"WHERE a.type = (SELECT id FROM ENUM_API_TYPE WHERE name = '{kind}')"
+                ).fetchall()
+
+            out = {
+                "ops": _frame(
+                    of_type("op", "a.callchainId, sh.value"),
+                    {**_TIMES, "op_name": pl.String, "chain": pl.Int64, "input_shapes": pl.String},
+                ),
+                "chains": _frame(
+                    con.execute(
+                        "SELECT c.id, c.stackDepth, s.value FROM PYTORCH_CALLCHAINS c "
+                        "JOIN STRING_IDS s ON s.id = c.stack"
+                    ).fetchall(),
+                    {"chain": pl.Int64, "depth": pl.Int64, "frame": pl.String},
+                ),
+            }
+            if api_calls and {"CANN_API", "CONNECTION_IDS"} <= tables:
+                out["queue"] = _frame(
+                    of_type(
+                        "queue", "(SELECT MIN(ci.connectionId) FROM CONNECTION_IDS ci WHERE ci.id = a.connectionId)"
+                    ),
+                    {**_TIMES, "name": pl.String, "connection": pl.Int64},
+                )
+                out["cann"] = _frame(
+                    con.execute(
+                        "SELECT c.startNs, c.endNs, c.globalTid, s.value FROM CANN_API c JOIN STRING_IDS s ON s.id = c.name"
+                    ).fetchall(),
+                    {**_TIMES, "api": pl.String},
+                )
+            return out
+        finally:
+            con.close()
+    except sqlite3.Error as exc:
+        raise ProfileError(f"{path}: cannot read the call stacks ({exc})") from None
+
+
+def _outer_ops(data: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    """The outermost framework operator calls of each thread with their stack and user frame."""
+    stacks = data["chains"].sort("chain", "depth").group_by("chain").agg(pl.col("frame").str.join(";").alias("stack"))
+    ops = (
+        data["ops"]
+        .filter(pl.col("op_name").str.contains(FRAMEWORK_OP).fill_null(False))
+        .sort("tid", "start", pl.col("end"), descending=[False, False, True])
+    )
+    # Outermost: it starts at or after every earlier call of its thread has ended.
+    before = pl.col("end").cum_max().shift(1).over("tid")
+    outer = ops.filter(before.is_null() | (pl.col("start") >= before))
+    return outer.join(stacks, on="chain", how="left").with_columns(
+        user_frames(pl.col("stack").fill_null("")).alias("frame")
+    )
+
+
+def _inside(calls: pl.DataFrame, spans: pl.DataFrame, keep: list[str]) -> pl.DataFrame:
+    """For each call (tid, start, end), the `keep` columns of the span of the same thread that
+    holds it (the last one starting at or before it, if it also ends after it), else nulls."""
+    right = spans.select(pl.col("tid"), pl.col("start").alias("_s"), pl.col("end").alias("_e"), *keep).sort("_s")
+    joined = calls.sort("start").join_asof(
+        right, left_on="start", right_on="_s", by="tid", strategy="backward", check_sortedness=False
+    )
+    held = pl.col("_e").is_not_null() & (pl.col("end") <= pl.col("_e"))
+    return joined.with_columns(pl.when(held).then(pl.col(c)).alias(c) for c in keep).drop("_s", "_e")
+
+
+def read_db_stacks(path: Path, card: str) -> pl.DataFrame:
+    """The framework operators of a torch_npu db export as STACK_SCHEMA rows: the outermost
+    operator calls of each thread with their host time (end - start) and user frame; nested
+    calls are left out (their time is inside their caller's). A db without PYTORCH_API or
+    PYTORCH_CALLCHAINS (the profiler ran without with_stack) gives no rows."""
+    data = _db_query(path, api_calls=False)
+    if data is None:
+        return empty_stacks()
+    out = _outer_ops(data).with_columns(
+        pl.lit(card).alias("card"),
+        ((pl.col("end") - pl.col("start")) / 1000.0).alias("host_self_us"),
+        ((pl.col("end") - pl.col("start")) / 1000.0).alias("host_total_us"),
+        pl.lit(None, pl.Float64).alias("device_total_us"),
+        pl.col("input_shapes").str.replace_all(r"[;\r\n]+", ";").str.strip_chars("; "),
+        pl.lit(path.name).alias("source"),
+    )
+    return conform(out, STACK_SCHEMA)
+
+
+def read_db_api_frames(path: Path, card: str) -> pl.DataFrame:
+    """Per CANN API and user frame of a torch_npu db export: calls and time (API_FRAME_SCHEMA).
+
+    A CANN API call belongs to the framework operator whose call holds it on the same thread;
+    with torch_npu's task queue it runs on the dequeue thread instead, inside a `Dequeue@...`
+    event that shares its connection with the `Enqueue` the operator made on its own thread:
+    that operator is the caller. Calls with neither are left out."""
+    data = _db_query(path, api_calls=True)
+    if data is None or "cann" not in data:
+        return empty_api_frames()
+    ops = _outer_ops(data).select("tid", "start", "end", "frame")
+    cann = data["cann"].select("tid", "start", "end", "api")
+    direct = _inside(cann, ops, ["frame"])
+    queue = data["queue"]
+    dequeue = queue.filter(pl.col("name").str.starts_with("Dequeue"))
+    enqueue = queue.filter(pl.col("name").str.starts_with("Enqueue")).select(
+        "connection", pl.col("tid").alias("e_tid"), pl.col("start").alias("e_start"), pl.col("end").alias("e_end")
+    )
+    queued = _inside(direct.filter(pl.col("frame").is_null()).drop("frame"), dequeue, ["connection"])
+    linked = queued.join(enqueue, on="connection", how="inner")
+    callers = _inside(
+        linked.select(
+            pl.col("e_tid").alias("tid"),
+            pl.col("e_start").alias("start"),
+            pl.col("e_end").alias("end"),
+            pl.col("api"),
+            (pl.col("end") - pl.col("start")).alias("dur"),
+        ),
+        ops,
+        ["frame"],
+    )
+    both = pl.concat(
+        [
+            direct.filter(pl.col("frame").is_not_null()).select(
+                "api", "frame", (pl.col("end") - pl.col("start")).alias("dur")
+            ),
+            callers.filter(pl.col("frame").is_not_null()).select("api", "frame", "dur"),
+        ]
+    )
+    out = both.group_by("api", "frame").agg(
+        pl.len().cast(pl.Int64).alias("calls"), (pl.col("dur").sum() / 1000.0).alias("total_us")
+    )
+    return conform(out.with_columns(pl.lit(card).alias("card")), API_FRAME_SCHEMA)
+
+
 def read_stacks(capture: Capture, cards: tuple[str, ...]) -> pl.DataFrame:
     """The operator stacks of every card of the capture (STACK_SCHEMA); a source that does not
     say its card takes the only card, else it is left out."""
@@ -133,5 +318,17 @@ def read_stacks(capture: Capture, cards: tuple[str, ...]) -> pl.DataFrame:
         label = card if card is not None else (cards[0] if len(cards) == 1 else None)
         if label is None:
             continue
-        parts.append(read_operator_details(path, label))
+        read = read_db_stacks if path.suffix == ".db" else read_operator_details
+        parts.append(read(path, label))
     return pl.concat(parts) if parts else empty_stacks()
+
+
+def read_api_frames(capture: Capture, cards: tuple[str, ...]) -> pl.DataFrame:
+    """The CANN API calls of each card by the user's frame that made them (API_FRAME_SCHEMA):
+    torch_npu db exports only (operator_details.csv says nothing of CANN API calls)."""
+    parts = []
+    for card, path in stack_files(capture):
+        label = card if card is not None else (cards[0] if len(cards) == 1 else None)
+        if label is not None and path.suffix == ".db":
+            parts.append(read_db_api_frames(path, label))
+    return pl.concat(parts) if parts else empty_api_frames()

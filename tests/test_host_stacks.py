@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import re
 import shutil
+import sqlite3
 from collections import defaultdict
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from npuscope.analysis.stacks import with_stacks
 from npuscope.analysis.thresholds import Thresholds
 from npuscope.fixtures.generate import generate
 from npuscope.parsers import FrameCache, open_profile
-from npuscope.parsers.stacks import read_operator_details, read_stacks
+from npuscope.parsers.stacks import read_db_api_frames, read_db_stacks, read_operator_details, read_stacks
 
 GPT3 = Path(__file__).resolve().parents[1] / "fixtures" / "samples" / "real" / "torch_npu_2023_gpt3_2rank"
 NOT_USER = ("site-packages", "dist-packages", "/torch/", "/torch_npu/", "/paddle/")
@@ -148,3 +149,98 @@ def test_a_damaged_stack_file_leaves_the_diagnosis_standing(tmp_path):
     diag = diagnose(open_profile(copy, cache=FrameCache(enabled=False)))
     assert diag.findings  # the rest of the rules ran
     assert not [f for f in diag.findings if f.card == "0" and "most host time" in f.title]
+
+
+DB = Path(__file__).resolve().parents[1] / "fixtures" / "samples" / "real" / "torch_npu_2025_db" / "level1"
+
+
+def _frame_of(stack: list[str]) -> str | None:
+    for text in stack:
+        text = text.strip()
+        if not text or text.startswith("<") or any(s in text for s in NOT_USER) or re.search(r"/lib/python\d", text):
+            continue
+        m = re.match(r"^(.*)\((\d+)\): (.*)$", text)
+        return f"{m[1]}:{m[2]} ({m[3]})" if m else text
+    return None
+
+
+def _db_truth(rank: int) -> tuple[list[tuple[int, int, int, str | None]], dict[tuple[str, str], list[float]]]:
+    """With sqlite3: the outermost framework operator calls of each thread (tid, start, end,
+    user frame), and per (CANN API, frame) the durations of its calls, each tied to its operator
+    on the same thread or through the Dequeue / Enqueue pair of its connection."""
+    path = DB / f"rank{rank}_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / f"ascend_pytorch_profiler_{rank}.db"
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    names = dict(con.execute("SELECT id, value FROM STRING_IDS"))
+    types = {name: i for i, name in con.execute("SELECT id, name FROM ENUM_API_TYPE")}
+    chains: dict[int, list[tuple[int, str]]] = defaultdict(list)
+    for cid, depth, sid in con.execute("SELECT id, stackDepth, stack FROM PYTORCH_CALLCHAINS"):
+        chains[cid].append((depth, names[sid]))
+    rows = con.execute(
+        "SELECT startNs, endNs, globalTid, name, callchainId, type, connectionId FROM PYTORCH_API"
+    ).fetchall()
+    conn = defaultdict(list)
+    for i, c in con.execute("SELECT id, connectionId FROM CONNECTION_IDS"):
+        conn[i].append(c)
+    ops = sorted(
+        (int(r[2]), int(r[0]), -int(r[1]), r[4])
+        for r in rows
+        if r[5] == types["op"] and re.match(r"^(aten|npu|c10d)::", names[r[3]])
+    )
+    outer, last_end = [], {}
+    for tid, start, neg_end, chain in ops:
+        if tid in last_end and start < last_end[tid]:
+            last_end[tid] = max(last_end[tid], -neg_end)
+            continue
+        last_end[tid] = max(last_end.get(tid, -neg_end), -neg_end)
+        stack = [t for _, t in sorted(chains.get(chain, []))] if chain is not None else []
+        outer.append((tid, start, -neg_end, _frame_of(stack)))
+
+    def holder(tid: int, start: int, end: int):
+        held = [o for o in outer if o[0] == tid and o[1] <= start and end <= o[2]]
+        return held[-1] if held else None
+
+    queue = [r for r in rows if r[5] == types["queue"]]
+    enq = {min(conn[r[6]]): (int(r[2]), int(r[0]), int(r[1])) for r in queue if names[r[3]] == "Enqueue"}
+    deq = [(int(r[2]), int(r[0]), int(r[1]), min(conn[r[6]])) for r in queue if names[r[3]].startswith("Dequeue")]
+    per: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for start, end, tid, sid in con.execute("SELECT startNs, endNs, globalTid, name FROM CANN_API"):
+        op = holder(tid, start, end)
+        if op is None:
+            d = [q for q in deq if q[0] == tid and q[1] <= start and end <= q[2]]
+            if d and d[-1][3] in enq:
+                op = holder(*enq[d[-1][3]])
+        if op is not None and op[3] is not None:
+            per[(names[sid], op[3])].append((end - start) / 1000.0)
+    con.close()
+    return outer, per
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_frames_and_api_callers_read_from_the_real_db(rank):
+    outer, per = _db_truth(rank)
+    got = read_db_stacks(
+        DB / f"rank{rank}_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / f"ascend_pytorch_profiler_{rank}.db", str(rank)
+    )
+    assert sorted(got["frame"].to_list(), key=str) == sorted((o[3] for o in outer), key=str)
+    assert got["host_self_us"].sum() == pytest.approx(sum((o[2] - o[1]) / 1000.0 for o in outer))
+    frames = read_db_api_frames(
+        DB / f"rank{rank}_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / f"ascend_pytorch_profiler_{rank}.db", str(rank)
+    )
+    assert {
+        (a, f): (c, pytest.approx(t)) for a, f, c, t in frames.select("api", "frame", "calls", "total_us").iter_rows()
+    } == {k: (len(v), sum(v)) for k, v in per.items()}
+    # The compiles of this CNN come from the forward call of the training loop.
+    compiles = {f: v for (a, f), v in per.items() if a == "aclopCompileAndExecute"}
+    assert compiles and all("main.py" in f for f in compiles)
+
+
+def test_recompilation_names_the_frame_that_compiled_in_a_db_capture():
+    diag = diagnose(open_profile(DB, cache=FrameCache(enabled=False)))
+    for card in ("0", "1"):
+        _, per = _db_truth(int(card))
+        compiles = {f: (len(v), sum(v)) for (a, f), v in per.items() if a == "aclopCompileAndExecute"}
+        frame, (calls, total) = max(compiles.items(), key=lambda kv: (kv[1][1], kv[0]))
+        (named,) = [f for f in diag.findings if f.card == card and "aclopCompileAndExecute called from" in f.title]
+        assert named.rule == "recompilation"
+        assert f"called from {frame} ({calls} call(s), {total:,.0f} us)" in named.title
+    assert not [f for f in diag.findings if f.rule == "host_dispatch"]
