@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from pilot_helpers import wait_loaded
+from textual import events
 
 from npuscope.capture import session
 from npuscope.capture.hosts import load_remembered, remember
@@ -126,7 +127,10 @@ async def test_local_capture_opens_in_the_explorer_and_is_remembered(tmp_path):
         await pilot.press(*"local", "enter")  # Enter in the host field moves on to the next one
         assert screen.query_one("#workdir").has_focus
         await pilot.click("#command")
-        await pilot.press(*command)
+        # Pasted, as a long command usually is (typed key by key it takes ~100 Pilot key presses).
+        app.post_message(events.Paste(command))
+        await pilot.pause()
+        assert screen.form_values()["command"] == command
         screen.set_form({"device": "cpu", "out": str(tmp_path / "captures")})
         await pilot.press("ctrl+s")
         await pilot.pause()
