@@ -5,6 +5,7 @@ time it takes to load."""
 from __future__ import annotations
 
 import re
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
@@ -208,9 +209,22 @@ def framework_of(layout: str, profile: Profile | None = None) -> Framework:
     known: dict[str, Framework] = {"torch_npu": "torch_npu", "mindspore": "mindspore", "paddle": "paddle"}
     if layout in known or profile is None or layout not in MSPROF_LAYOUTS:
         return known.get(layout, "unknown")
-    if profile.tasks.height and profile.tasks.select(custom_kernel().any()).item():
-        return "acl"
-    return "unknown"
+    return "acl" if has_custom_kernel(profile.tasks) else "unknown"
+
+
+_custom_memo: list[tuple[weakref.ref[pl.DataFrame], bool]] = []
+
+
+def has_custom_kernel(tasks: pl.DataFrame) -> bool:
+    """Whether `tasks` hold an application's own kernel; the last answer is kept (by a weak
+    reference: the frame is not kept alive), as the diagnosis asks once per card."""
+    if _custom_memo and _custom_memo[0][0]() is tasks:
+        return _custom_memo[0][1]
+    types = tasks.filter(pl.col("task_type").is_in(CORE_TASKS).fill_null(False))["op_type"].unique()
+    types = types.filter(types != UNKNOWN)
+    found = bool(types.str.contains(CUSTOM_KERNEL_TYPES).fill_null(False).any())
+    _custom_memo[:] = [(weakref.ref(tasks), found)]
+    return found
 
 
 def advice(key: str, framework: str) -> str:
@@ -260,6 +274,8 @@ class CardData:
     @cached_property
     def custom_types(self) -> frozenset[str]:
         """Op types of the application's own kernels on this card."""
+        if not has_custom_kernel(self.profile.tasks if self.profile is not None else self.tasks):
+            return frozenset()
         return frozenset(self.tasks.filter(custom_kernel())["op_type"].unique().to_list())
 
     @cached_property
