@@ -11,8 +11,10 @@ import polars as pl
 
 from npuscope.parsers import FrameCache, Profile, ProfileError
 from npuscope.parsers.cache import source_digest
+from npuscope.parsers.device_info import device_info
 from npuscope.parsers.stacks import empty_api_frames, empty_stacks, read_api_frames, read_stacks, stack_files
 
+from .bound import RATIO_COLUMNS
 from .findings import Finding, order
 from .fusion import fusible_findings
 from .rules import RULES, CardData, framework_of
@@ -69,6 +71,11 @@ def diagnose(
     if cache is not None and not (cache.enabled and profile.files):
         cache = None
     extra = [ANALYSIS_VERSION, asdict(th), list(wanted), profile.capture.name, _stack_key(profile)]
+    # Bound types in finding titles come from the PMU ratio columns, absent when the
+    # profile was opened with pmu=False (the explorer): findings of either kind stay apart.
+    extra.append(sorted(set(profile.tasks.columns) & set(RATIO_COLUMNS)))
+    # low_parallelism reads the core counts beside the files (info.json.N, NPU_INFO).
+    extra.append(sorted((c, d.describe()) for c, d in device_info(profile.capture, profile.cards).items()))
     if profile.time_problem is not None:
         # Waits from damaged start times would be attributed to whatever lies in a fake gap.
         tasks = tasks.with_columns(pl.lit(None, dtype=pl.String).alias(c) for c in CAUSE_COLUMNS)

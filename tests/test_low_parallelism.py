@@ -211,3 +211,21 @@ def test_kernel_export_leaves_the_folder_as_it_was(kernel_capture):
     profile = open_profile(kernel_capture)
     device_info(profile.capture, profile.cards)
     assert sorted(p.relative_to(kernel_capture) for p in kernel_capture.rglob("*")) == before
+
+
+def test_cached_findings_follow_the_core_counts_and_the_pmu_columns(kernel_capture, cache_dir):
+    """The explorer opens profiles without PMU columns (no bound to name) and the core
+    counts live beside the files: neither is served the other's cached findings."""
+    from npuscope.parsers import FrameCache
+
+    def titles(pmu: bool) -> set[str]:
+        profile = open_profile(kernel_capture, cache=FrameCache(enabled=False), pmu=pmu)
+        return {f.title for f in diagnose(profile, cache=FrameCache(cache_dir)).findings if f.rule == "low_parallelism"}
+
+    with_pmu = titles(True)
+    without = titles(False)
+    assert any("memory-bound" in t for t in with_pmu) and not any("memory-bound" in t for t in without)
+    assert titles(True) == with_pmu
+    info = kernel_capture / "device_0" / "info.json.0"
+    info.write_text(json.dumps({**INFO, "DeviceInfo": [{"id": 0, "ai_core_num": 2, "aiv_num": 4}]}))
+    assert titles(True) == set()  # Block Dim 2 of 2 cores is not low
