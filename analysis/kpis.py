@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from npuscope.parsers.columns import COMMUNICATION_TASK_TYPES
+from .totals import aclnn_tasks, aclop_tasks, compute_tasks
 
 MATRIX_CORES = ("AI_CORE", "MIX_AIC")
 
@@ -25,15 +25,15 @@ def _pct(part: float, whole: float) -> float:
 
 def card_kpis(tasks: pl.DataFrame) -> tuple[Kpi, ...]:
     """Compute vs wait, AI_CORE share of compute, aclop vs aclnn, for one card's tasks."""
-    device = ~pl.col("task_type").is_in([*COMMUNICATION_TASK_TYPES, "CPU"]).fill_null(False)
+    # compute, wait and aclop as analysis/totals.py defines them (communication is not compute)
     s = tasks.select(
-        compute=pl.col("duration_us").sum(),
+        compute=pl.col("duration_us").filter(compute_tasks()).sum(),
         wait=pl.col("wait_us").sum(),
         core=pl.col("duration_us").filter(pl.col("task_type").is_in(MATRIX_CORES)).sum(),
-        device=pl.col("duration_us").filter(device).sum(),
-        aclop_n=(device & ~pl.col("is_aclnn")).sum(),
-        aclnn_n=(device & pl.col("is_aclnn")).sum(),
-        aclop_t=pl.col("duration_us").filter(device & ~pl.col("is_aclnn")).sum(),
+        device=pl.col("duration_us").filter(aclop_tasks() | aclnn_tasks()).sum(),
+        aclop_n=aclop_tasks().sum(),
+        aclnn_n=aclnn_tasks().sum(),
+        aclop_t=pl.col("duration_us").filter(aclop_tasks()).sum(),
     ).row(0, named=True)
     compute, wait = s["compute"] or 0.0, s["wait"] or 0.0
     busy = _pct(compute, compute + wait)
@@ -42,7 +42,7 @@ def card_kpis(tasks: pl.DataFrame) -> tuple[Kpi, ...]:
             "compute_wait",
             "Compute vs wait",
             f"{busy:.0f}% / {100 - busy:.0f}%" if compute + wait else "-",
-            f"device busy {compute:,.0f} us, waiting {wait:,.0f} us",
+            f"compute {compute:,.0f} us, waiting {wait:,.0f} us",
         ),
         Kpi(
             "ai_core",

@@ -1,17 +1,24 @@
-"""Per card totals: what compute, communication, wait and span mean, in one place.
+"""Per card totals: what compute, communication, wait, span and op types mean, in one place.
 
-The report's card summary, the explorer's header, the comparison and the card spread all
-print these numbers; they are computed here so that they cannot disagree:
+The explorer's header and its "Compute vs wait" card (kpis), the report's card sections and
+its `== cards ==` table, the explorer's cards view (card_spread) and the comparison all take
+these numbers from here, so they cannot disagree. VOCABULARY says it in words (README
+"Vocabulary", the explorer's help):
 
-  compute        duration of every non-communication task (what op_statistic sums; from the
-                 op_statistic itself when a card has no tasks, e.g. a lone op_statistic CSV)
-  communication  duration of COMMUNICATION / HCCL tasks (a collective's duration includes
-                 waiting for the other ranks, so it is kept apart from compute)
-  device time    compute + communication (what `npuscope report` calls compute)
-  wait           Task Wait Time, split by the cause the diagnosis gave each long wait;
-                 waits under `long_wait_us` have no cause and are counted as "short"
+  compute        duration of every task that is not communication (`compute_tasks`; what
+                 op_statistic sums; from the op_statistic itself when a card has no tasks,
+                 e.g. a lone op_statistic CSV)
+  communication  duration of COMMUNICATION / HCCL tasks (`is_communication`: a collective's
+                 duration includes waiting for the other ranks, so it is never compute)
+  device time    compute + communication (the comparison's headline)
+  wait           Task Wait Time of every task, communication included, split by the cause the
+                 diagnosis gave each long wait; waits under `long_wait_us` have no cause and
+                 are counted as "short"
   span           first task start to last task end; None (0 in sums) when the start times
                  cannot be trusted
+  op types       distinct OP Type values of the card's op statistics (one op type on two core
+                 types is one op type); communication types are not op types (msprof leaves
+                 them out of op_statistic)
 """
 
 from __future__ import annotations
@@ -21,9 +28,20 @@ from typing import Any
 import polars as pl
 
 from npuscope.parsers import Profile
+from npuscope.parsers.columns import COMMUNICATION_TASK_TYPES
 from npuscope.parsers.frames import is_communication
 
+from .rules import custom_kernel
 from .waits import CAUSES
+
+VOCABULARY = """\
+compute        time of the operator tasks: every task but communication (what op_statistic sums)
+communication  time of the collectives (COMMUNICATION / HCCL tasks); never part of compute
+device time    compute + communication
+wait           Task Wait Time before each task (communication tasks too), by cause
+span           first task start to last task end on the card
+op types       distinct OP Type values of the Op statistics tab; communication types not counted"""
+"""The words every view uses, as the explorer's help and the README's Vocabulary show them."""
 
 TOTAL_KEYS = (
     "device_us",
@@ -37,20 +55,50 @@ TOTAL_KEYS = (
 )
 
 
+def compute_tasks() -> pl.Expr:
+    """The tasks whose duration is compute: every task that is not communication."""
+    return ~is_communication()
+
+
+def aclop_tasks() -> pl.Expr:
+    """Classic acl operator tasks, as the aclop_share finding and the "aclop vs aclnn" card
+    count them: not aclnn, not communication, not CPU, not an application's own kernel."""
+    device = ~pl.col("task_type").is_in([*COMMUNICATION_TASK_TYPES, "CPU"]).fill_null(False) & ~custom_kernel()
+    return device & ~pl.col("is_aclnn").fill_null(False)
+
+
+def aclnn_tasks() -> pl.Expr:
+    """aclnn operator tasks (op name aclnn*), counted beside `aclop_tasks`."""
+    device = ~pl.col("task_type").is_in([*COMMUNICATION_TASK_TYPES, "CPU"]).fill_null(False) & ~custom_kernel()
+    return device & pl.col("is_aclnn").fill_null(False)
+
+
+def compute_sums() -> list[pl.Expr]:
+    """compute_us, communication_us and wait_us of a tasks frame, as aggregations."""
+    return [
+        pl.col("duration_us").filter(compute_tasks()).sum().alias("compute_us"),
+        pl.col("duration_us").filter(is_communication()).sum().alias("communication_us"),
+        pl.col("wait_us").fill_null(0.0).sum().alias("wait_us"),
+    ]
+
+
+def op_type_count(stat: pl.DataFrame) -> int:
+    """Op types of op statistics rows (one card's): distinct OP Type values."""
+    return int(stat["op_type"].n_unique()) if stat.height else 0
+
+
 def card_summary(profile: Profile, tasks: pl.DataFrame, card: str) -> dict[str, Any]:
-    """Tasks, compute (operator tasks), communication, wait, span and op types of one card,
+    """Tasks, compute, communication, wait, span and op types of one card (`card_totals`),
     rounded for the report and the explorer's header."""
-    t = tasks.select("card", "op_type", "task_type", "duration_us", "wait_us").filter(pl.col("card") == card)
-    comm = t.filter(is_communication())
-    compute = t.filter(~is_communication())
+    v = card_totals(profile, tasks, (card,))[card]
     span = profile.span_ns(card)
     return {
-        "tasks": t.height,
-        "compute_us": round(float(compute["duration_us"].sum() or 0.0), 3),
-        "communication_us": round(float(comm["duration_us"].sum() or 0.0), 3),
-        "wait_us": round(float(t["wait_us"].sum() or 0.0), 3),
+        "tasks": int(v["tasks"]),
+        "compute_us": round(v["compute_us"], 3),
+        "communication_us": round(v["communication_us"], 3),
+        "wait_us": round(v["wait_us"], 3),
         "span_us": None if span is None else round(span / 1000, 3),
-        "op_types": int(compute["op_type"].n_unique()) if compute.height else 0,
+        "op_types": op_type_count(profile.op_statistic.filter(pl.col("card") == card)),
     }
 
 
@@ -60,12 +108,7 @@ def card_totals(profile: Profile, tasks: pl.DataFrame, cards: tuple[str, ...]) -
     cols = ["card", "task_type", "duration_us", "wait_us"] + (["wait_cause"] if has_cause else [])
     t = tasks.select(cols).filter(pl.col("card").is_in(list(cards)))
     wait = pl.col("wait_us").fill_null(0.0)
-    aggs = [
-        pl.len().alias("tasks"),
-        pl.col("duration_us").filter(~is_communication()).sum().alias("compute_us"),
-        pl.col("duration_us").filter(is_communication()).sum().alias("communication_us"),
-        wait.sum().alias("wait_us"),
-    ]
+    aggs = [pl.len().alias("tasks"), *compute_sums()]
     if has_cause:
         aggs += [wait.filter(pl.col("wait_cause") == c).sum().alias(f"wait_{c}_us") for c in CAUSES]
         aggs.append(wait.filter(pl.col("wait_cause").is_null()).sum().alias("wait_short_us"))
