@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import csv
+import json
 import re
 import shutil
 import sqlite3
+import subprocess
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -244,3 +247,44 @@ def test_recompilation_names_the_frame_that_compiled_in_a_db_capture():
         assert named.rule == "recompilation"
         assert f"called from {frame} ({calls} call(s), {total:,.0f} us)" in named.title
     assert not [f for f in diag.findings if f.rule == "host_dispatch"]
+
+
+def _report(path: Path, *extra: str) -> dict:
+    res = subprocess.run(
+        [sys.executable, "-m", "npuscope", "report", str(path), "--format", "json", "--no-cache", *extra],
+        capture_output=True,
+        text=True,
+    )
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+def test_report_json_names_the_frames(tmp_path):
+    # The db capture: the recompilation finding of each card names the frame that compiled.
+    report = _report(DB)
+    titles = [f["title"] for card in report["cards"] for f in card["findings"] if f["rule"] == "recompilation"]
+    assert (
+        sum(
+            "aclopCompileAndExecute called from /home/z30057886/imagenet_script/main.py:354 (train)" in t
+            for t in titles
+        )
+        == 2
+    )
+    # A capture whose host time is dispatch: host_dispatch names the user's line.
+    folder = tmp_path / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    folder.mkdir(parents=True)
+    with open(folder / "kernel_details.csv", "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["Step Id", "Name", "Type", "Accelerator Core", "Start Time(us)", "Duration(us)", "Wait Time(us)"])
+        for i in range(10):
+            w.writerow([1, f"Add_{i}", "Add", "AI_VECTOR_CORE", f"{1_700_000_000_000_000 + 100 * i}.000", 5.0, 0])
+    stack = "/opt/site-packages/torch/nn/modules/module.py(1501): _call_impl;\n/home/me/train.py(42): forward;\n/home/me/train.py(7): <module>"
+    with open(folder / "operator_details.csv", "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["Name", "Input Shapes", "Call Stack", "Host Self Duration(us)", "Host Total Duration(us)"])
+        w.writerow(["aten::add", "4,4;4,4", stack, 300.0, 310.0])
+        w.writerow(["aten::item", "", stack, 900.0, 900.0])
+    report = _report(tmp_path)
+    (found,) = [f for card in report["cards"] for f in card["findings"] if f["rule"] == "host_dispatch"]
+    assert "most in /home/me/train.py:42 (forward) (aten::add, 1 call(s), 300 us)" in found["title"]
+    assert found["time_us"] == 300.0 and found["evidence"][0]["frame"] == "/home/me/train.py:42 (forward)"
