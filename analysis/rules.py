@@ -443,15 +443,14 @@ def ai_cpu(d: CardData, th: Thresholds) -> list[Finding]:
 
 
 def _wait_findings(d: CardData, th: Thresholds, cause: str, rule: str, title: str) -> list[Finding]:
-    # An application's own kernel is compiled ahead of time, never online: a compile API
-    # over the gap before it was the host busy with something else (host_op_wait).
-    custom = pl.col("op_type").is_in(list(d.custom_types))
-    if rule == "recompilation":
-        rows_all = d.tasks.filter((pl.col("wait_cause") == cause) & ~custom)
-    elif rule == "host_op_wait":
-        rows_all = d.tasks.filter((pl.col("wait_cause") == cause) | ((pl.col("wait_cause") == "recompilation") & custom))
-    else:
-        rows_all = d.tasks.filter(pl.col("wait_cause") == cause)
+    rows_all = d.tasks.filter(pl.col("wait_cause") == cause)
+    if rule == "recompilation" and d.custom_types:
+        # An application's own kernel is built ahead of time, never online: without a
+        # timeline, "first call of an aclop shape" says nothing about it, so only a compile
+        # API seen over the gap (another operator compiled meanwhile) is kept.
+        rows_all = rows_all.filter(
+            ~(pl.col("op_type").is_in(list(d.custom_types)) & (pl.col("wait_confidence") == "suspected"))
+        )
     out = []
     for op_type, n, total in _per_type(rows_all, "wait_us"):
         rows = rows_all.filter(pl.col("op_type") == op_type)
@@ -460,11 +459,14 @@ def _wait_findings(d: CardData, th: Thresholds, cause: str, rule: str, title: st
         if rule == "recompilation" and d.compile_events:
             extra = f"; {d.compile_events} aclopCompileAndExecute calls on the host"
         shown = op_type if op_type != UNKNOWN else ", ".join(_names(rows, op_type, 2))
+        text = title.format(n=n, op_type=shown, total=total)
+        if rule == "recompilation" and op_type in d.custom_types:
+            text = f"{n} long wait(s) before {shown} while the host compiled another operator ({total:,.0f} us)"
         out.append(
             Finding(
                 rule=rule,
                 severity="warning",
-                title=title.format(n=n, op_type=shown, total=total) + extra,
+                title=text + extra,
                 card=d.card,
                 op_types=(op_type,),
                 op_names=_names(rows, op_type),

@@ -245,15 +245,26 @@ def test_thresholds_from_toml(tmp_path):
 
 # --- an application's own kernel (custom Ascend C kernel) -----------------------------------
 
-def test_compile_api_before_a_custom_kernel_is_a_host_wait_not_recompilation():
-    """An Ascend C kernel is built ahead of time: the compile call over the gap before it was
-    the host busy with another op, so host_op_wait names it, with the kernel's words."""
+def test_compile_api_before_a_custom_kernel_names_another_operator():
+    """An Ascend C kernel is built ahead of time: a compile call over the gap before it was
+    the host compiling some other operator, and the title says so."""
     tasks = [task("Add", 0, 10), task("matmul_custom", 1010, 5)]
     diag = diagnose(profile(tasks, [event("AscendCL@aclopCompileAndExecute", 50, 900)]))
-    assert _causes(diag) == [None, "recompilation"]  # the cause says what the host ran
-    assert _rule(diag, "recompilation") == []
-    (f,) = _rule(diag, "host_op_wait")
+    assert _causes(diag) == [None, "recompilation"]
+    (f,) = _rule(diag, "recompilation")
     assert f.op_types == ("matmul_custom",) and f.time_us == 1000.0
+    assert "compiled another operator" in f.title and f.confidence == "evidence"
+
+
+def test_no_timeline_first_call_of_a_custom_kernel_is_not_recompilation():
+    """Without a timeline a long wait before an aclop's first shape is suspected
+    recompilation; an application's own kernel is not compiled online: no finding."""
+    tasks = [task("Add", 0, 10), task("matmul_custom", 1010, 5)]
+    diag = diagnose(profile(tasks))
+    assert diag.tasks["wait_confidence"].to_list()[1] == "suspected"
+    assert _rule(diag, "recompilation") == [] and _rule(diag, "host_op_wait") == []
+    plain = diagnose(profile([task("Add", 0, 10), task("Mul", 1010, 5)]))
+    assert [f.op_types for f in _rule(plain, "recompilation")] == [("Mul",)]
 
 
 def test_aclop_share_leaves_custom_kernels_out():
