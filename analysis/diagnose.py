@@ -9,10 +9,10 @@ from pathlib import Path
 import orjson
 import polars as pl
 
-from npuscope.parsers import FrameCache, Profile, ProfileError
+from npuscope.parsers import FrameCache, Profile
 from npuscope.parsers.cache import source_digest
 from npuscope.parsers.device_info import device_info
-from npuscope.parsers.stacks import empty_api_frames, empty_stacks, read_api_frames, read_stacks, stack_files
+from npuscope.parsers.stacks import read_api_frames, read_stacks, stack_files
 
 from .bound import RATIO_COLUMNS
 from .findings import Finding, order
@@ -157,11 +157,9 @@ def _sequence_findings(
     out = list(findings)
     if profile.time_problem is None:  # start order is the sequence: damaged starts have none
         out += fusible_findings(tasks, wanted, th, framework)
-    try:
-        stacks = read_stacks(profile.capture, profile.cards)
-        api_frames = read_api_frames(profile.capture, profile.cards)
-    except ProfileError:  # a damaged stack file: no claim about code, the rest stands
-        stacks, api_frames = empty_stacks(), empty_api_frames()
+    # A damaged stack file: no claim about that card's code, the rest stands.
+    stacks = read_stacks(profile.capture, profile.cards, skip_damaged=True)
+    api_frames = read_api_frames(profile.capture, profile.cards, skip_damaged=True)
     stacks = stacks.filter(pl.col("card").is_in(list(wanted)))
     spans: dict[str, float] = {}
     if profile.time_problem is None and tasks.height:

@@ -14,9 +14,9 @@ the frame whose operators called aclopCompileAndExecute the longest (`heaviest_f
 One finding, not two: the synchronising operators (`.item()` runs aten::_local_scalar_dense)
 are left to `sync_heavy`, which counts the host synchronisation APIs; and on a card where
 `recompilation` already fires, the host time is most likely the compilation it blames, so no
-`host_dispatch` is made: the recompilation finding gets the frame with the most host time in
-its title instead (the frame that called aclopCompileAndExecute where that is known), its
-rule, time and evidence unchanged (`with_stacks`).
+`host_dispatch` is made: the recompilation finding names, in its title, the frame that called
+aclopCompileAndExecute where that is known, else (when the host time is over the threshold)
+the frame with the most host time; its rule, time and evidence are unchanged (`with_stacks`).
 """
 
 from __future__ import annotations
@@ -114,8 +114,10 @@ def with_stacks(
 ) -> list[Finding]:
     """`findings` with the stack-based ones: a `host_dispatch` per card whose framework
     operators' host time (synchronising ones left out) is at least `th.host_dispatch_pct` of
-    its span `spans_us[card]`, or, on a card with a `recompilation` finding, that finding
-    naming the heaviest user frame instead. Cards without a user frame are left as they are."""
+    its span `spans_us[card]`. On a card with a `recompilation` finding there is none: that
+    finding names the frame whose operators called aclopCompileAndExecute the longest (from
+    `api_frames`), or, where that is unknown and the host time is over the threshold, the frame
+    with the most host time. Cards without a user frame are left as they are."""
     if stacks.height == 0:
         return findings
     frames = per_frame(stacks)
@@ -123,6 +125,11 @@ def with_stacks(
     for card in frames["card"].unique(maintain_order=True).to_list():
         mine = frames.filter(pl.col("card") == card)
         top = mine.row(0, named=True)
+        span = spans_us.get(card) or 0.0
+        host = _host_us(stacks.filter(pl.col("card") == card))
+        pct = round(100.0 * host / span, 3) if span > 0 else 0.0
+        heavy = span > 0 and pct >= th.host_dispatch_pct
+        most = f"most in {top['frame']} ({top['op_name']}, {top['calls']:,} call(s), {top['host_us']:,.0f} us)"
         recompiled = [i for i, f in enumerate(out) if f.card == card and f.rule == "recompilation"]
         if recompiled:
             i = max(recompiled, key=lambda k: out[k].time_us)
@@ -130,23 +137,19 @@ def with_stacks(
             if compiled is not None:
                 frame, calls, total = compiled
                 said = f"aclopCompileAndExecute called from {frame} ({calls} call(s), {total:,.0f} us)"
+            elif heavy:
+                said = f"framework operators' host time {host:,.0f} us = {pct:.1f}% of the span, {most}"
             else:
-                said = f"most host time in {top['frame']} ({top['op_name']}, {top['host_us']:,.0f} us)"
+                continue
             out[i] = replace(out[i], title=f"{out[i].title}; {said}")
             continue
-        span = spans_us.get(card) or 0.0
-        host = _host_us(stacks.filter(pl.col("card") == card))
-        pct = round(100.0 * host / span, 3) if span > 0 else 0.0
-        if span <= 0 or pct < th.host_dispatch_pct:
+        if not heavy:
             continue
         out.append(
             Finding(
                 rule="host_dispatch",
                 severity="warning",
-                title=(
-                    f"Framework operators took {host:,.0f} us of host time = {pct:.1f}% of the span; "
-                    f"most in {top['frame']} ({top['op_name']}, {top['calls']:,} call(s), {top['host_us']:,.0f} us)"
-                ),
+                title=f"Framework operators took {host:,.0f} us of host time = {pct:.1f}% of the span; {most}",
                 card=card,
                 op_types=(),
                 op_names=tuple(mine["op_name"].unique(maintain_order=True).head(5).to_list()),

@@ -310,25 +310,34 @@ def read_db_api_frames(path: Path, card: str) -> pl.DataFrame:
     return conform(out.with_columns(pl.lit(card).alias("card")), API_FRAME_SCHEMA)
 
 
-def read_stacks(capture: Capture, cards: tuple[str, ...]) -> pl.DataFrame:
+def read_stacks(capture: Capture, cards: tuple[str, ...], skip_damaged: bool = False) -> pl.DataFrame:
     """The operator stacks of every card of the capture (STACK_SCHEMA); a source that does not
-    say its card takes the only card, else it is left out."""
+    say its card takes the only card, else it is left out. With `skip_damaged`, a file that
+    cannot be read is left out instead of raising ProfileError."""
     parts = []
     for card, path in stack_files(capture):
         label = card if card is not None else (cards[0] if len(cards) == 1 else None)
         if label is None:
             continue
         read = read_db_stacks if path.suffix == ".db" else read_operator_details
-        parts.append(read(path, label))
+        try:
+            parts.append(read(path, label))
+        except ProfileError:
+            if not skip_damaged:
+                raise
     return pl.concat(parts) if parts else empty_stacks()
 
 
-def read_api_frames(capture: Capture, cards: tuple[str, ...]) -> pl.DataFrame:
+def read_api_frames(capture: Capture, cards: tuple[str, ...], skip_damaged: bool = False) -> pl.DataFrame:
     """The CANN API calls of each card by the user's frame that made them (API_FRAME_SCHEMA):
     torch_npu db exports only (operator_details.csv says nothing of CANN API calls)."""
     parts = []
     for card, path in stack_files(capture):
         label = card if card is not None else (cards[0] if len(cards) == 1 else None)
         if label is not None and path.suffix == ".db":
-            parts.append(read_db_api_frames(path, label))
+            try:
+                parts.append(read_db_api_frames(path, label))
+            except ProfileError:
+                if not skip_damaged:
+                    raise
     return pl.concat(parts) if parts else empty_api_frames()
