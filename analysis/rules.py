@@ -15,7 +15,7 @@ import polars as pl
 
 from npuscope.parsers import Profile
 from npuscope.parsers.columns import COMMUNICATION_TASK_TYPES, UNKNOWN
-from npuscope.parsers.device_info import DeviceInfo, device_info
+from npuscope.parsers.device_info import DeviceInfo, profile_device_info
 from npuscope.parsers.frames import is_communication
 
 from .bound import BOUND_WORDS, MIXED, UNKNOWN_BOUND, op_type_bounds
@@ -252,7 +252,7 @@ class CardData:
         """The card's core counts, when the capture tells them."""
         if self.profile is None:
             return None
-        return device_info(self.profile.capture, self.profile.cards).get(self.card)
+        return profile_device_info(self.profile).get(self.card)
 
     @cached_property
     def _bounds(self) -> dict[float, dict[str, str]]:

@@ -18,11 +18,16 @@ import json
 import os
 import re
 import sqlite3
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from .layout import Capture
+
+if TYPE_CHECKING:
+    from .profile import Profile
 
 INFO_RE = re.compile(r"^info\.json\.(\d+)$")
 _MAX_INFO_BYTES = 1 << 20  # an info.json is a few hundred bytes; a larger one is not it
@@ -111,10 +116,10 @@ def read_info_json(path: Path) -> DeviceInfo | None:
     return _from_chip(chip, path.name)
 
 
-def _info_files(folder: Path) -> dict[str, Path]:
-    """device number -> info.json.N below `folder` (device_N/, PROF_*/device_N/)."""
+def _info_files(folder: Path, nested: bool) -> dict[str, Path]:
+    """device number -> info.json.N below `folder`: device_N/, and PROF_*/device_N/ if `nested`."""
     found: dict[str, Path] = {}
-    for pattern in ("device_*/info.json.*", "PROF_*/device_*/info.json.*"):
+    for pattern in ("device_*/info.json.*", "PROF_*/device_*/info.json.*")[: 2 if nested else 1]:
         try:
             paths = sorted(folder.glob(pattern))
         except OSError:
@@ -143,18 +148,20 @@ def _npu_info(db: Path) -> dict[str, str]:
     return {str(i): str(n) for i, n in rows if n}
 
 
-def _folders(paths: tuple[Path, ...], levels: int) -> list[Path]:
-    """The folders of `paths` and `levels` parents of each, nearest first, once each."""
-    out: list[Path] = []
+def _folders(paths: tuple[Path, ...], levels: int) -> list[tuple[Path, int]]:
+    """(folder, how far up) of `paths` and `levels` parents of each, nearest first, once each."""
+    out: list[tuple[Path, int]] = []
+    seen: set[Path] = set()
     for p in paths:
         folder = p.parent
-        for _ in range(levels + 1):
-            if folder not in out:
-                out.append(folder)
+        for up in range(levels + 1):
+            if folder not in seen:
+                seen.add(folder)
+                out.append((folder, up))
             if folder.parent == folder:
                 break
             folder = folder.parent
-    return out
+    return sorted(out, key=lambda fu: fu[1])
 
 
 def device_info(capture: Capture, cards: tuple[str, ...]) -> dict[str, DeviceInfo]:
@@ -163,13 +170,15 @@ def device_info(capture: Capture, cards: tuple[str, ...]) -> dict[str, DeviceInf
     for src in capture.sources:
         files = src.files
         # A source of one card (Era A device_N, a torch_npu rank) reads the info.json beside its
-        # own files; a merged source (Era B, a merged db) maps device numbers to cards.
-        folders = _folders(files, 2) if files else [capture.path]
-        if capture.path not in folders:
-            folders.append(capture.path)
+        # own files; a merged source (Era B, a merged db) maps device numbers to cards. Era A's
+        # files are two folders below PROF_*; Era B's and torch_npu's (whose raw PROF_* sits in
+        # the *_ascend_pt folder) one below the folder holding device_N or PROF_*.
+        folders = _folders(files, 2) if files else [(capture.path, 0)]
+        if all(f != capture.path for f, _ in folders):
+            folders.append((capture.path, 0))
         infos: dict[str, Path] = {}
-        for folder in folders:
-            for dev, path in _info_files(folder).items():
+        for folder, up in folders:
+            for dev, path in _info_files(folder, nested=up <= 1).items():
                 infos.setdefault(dev, path)
         chips = _npu_info(src.db) if src.db is not None else {}
         if src.card is not None:
@@ -187,4 +196,17 @@ def device_info(capture: Capture, cards: tuple[str, ...]) -> dict[str, DeviceInf
                 info = _from_chip(chips[card], "NPU_INFO")
             if info is not None:
                 out.setdefault(card, info)
+    return out
+
+
+_memo: list[tuple[weakref.ref[Profile], dict[str, DeviceInfo]]] = []
+
+
+def profile_device_info(profile: Profile) -> dict[str, DeviceInfo]:
+    """`device_info` of a profile, read once for it (its rules ask once per card); the profile
+    is held by a weak reference."""
+    if _memo and _memo[0][0]() is profile:
+        return _memo[0][1]
+    out = device_info(profile.capture, profile.cards)
+    _memo[:] = [(weakref.ref(profile), out)]
     return out
