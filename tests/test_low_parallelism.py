@@ -229,3 +229,18 @@ def test_cached_findings_follow_the_core_counts_and_the_pmu_columns(kernel_captu
     info = kernel_capture / "device_0" / "info.json.0"
     info.write_text(json.dumps({**INFO, "DeviceInfo": [{"id": 0, "ai_core_num": 2, "aiv_num": 4}]}))
     assert titles(True) == set()  # Block Dim 2 of 2 cores is not low
+
+
+def test_torch_npu_reads_the_info_json_of_its_inner_prof_folder(tmp_path):
+    """torch_npu keeps msprof's raw PROF_* inside *_ascend_pt/: its info.json gives the counts."""
+    import shutil
+
+    rank = tmp_path / "run" / "node_1_20240605_ascend_pt"
+    shutil.copytree(SAMPLES / "torch_npu_ascend_pt", rank)
+    device = rank / "PROF_000001_20240605162600123_ABCDEFGH" / "device_3"
+    device.mkdir(parents=True)
+    (device / "info.json.3").write_text(json.dumps(INFO))
+    profile = open_profile(tmp_path / "run")
+    (card,) = profile.cards
+    info = device_info(profile.capture, profile.cards)[card]
+    assert (info.ai_core_num, info.aiv_num, info.source, info.assumed) == (24, 48, "info.json.3", False)
