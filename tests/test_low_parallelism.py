@@ -244,3 +244,14 @@ def test_torch_npu_reads_the_info_json_of_its_inner_prof_folder(tmp_path):
     (card,) = profile.cards
     info = device_info(profile.capture, profile.cards)[card]
     assert (info.ai_core_num, info.aiv_num, info.source, info.assumed) == (24, 48, "info.json.3", False)
+
+
+def test_op_report_gives_the_bound_and_the_cores(kernel_capture):
+    from npuscope.analysis.op_report import find_task, op_report
+
+    profile = open_profile(kernel_capture)
+    diag = diagnose(profile)
+    text = op_report(profile, diag, find_task(diag, "matmul_custom"))
+    assert "| Block Num | 2 (of 24 AI cores, info.json.0) |" in text
+    assert "| Bound (matmul_custom on this card) | memory-in: memory-bound" in text
+    assert "cube 0.044" in text and "memory-in 0.330" in text
