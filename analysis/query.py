@@ -14,8 +14,14 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from npuscope.parsers.frames import is_communication
+
+from .rules import custom_kernel
+from .totals import aclnn_tasks, aclop_tasks, compute_tasks
+
 QUERY_HELP = """\
-Filter: every space-separated term must match; -term negates; "quoted text" is one term.
+Filter: every space-separated term must match; -term negates; "quoted text" is one term;
+a lone | separates alternatives: a b | c keeps the rows matching a and b, or c.
   matmul           op name or op type contains matmul (any case)
   name:gather      op name contains gather (any case)
   type:Cast        op type is Cast (any case); * matches anything: type:MatMul*
@@ -24,24 +30,40 @@ Filter: every space-separated term must match; -term negates; "quoted text" is o
   wait>1000        wait before the task in us, the same comparisons
   cause:host_op    wait cause: recompilation (recompile), host_op (host), communication
                    (comm), expected, unexplained, any (has a cause), none
-  aclnn  aclop     aclnn ops / classic acl ops (quote "aclnn" to search the name)
+  confidence:suspected  the wait cause is only suspected (no timeline); or evidence
+  aclnn  aclop     aclnn ops / classic acl ops: neither counts communication, CPU tasks or
+                   an application's own kernels (quote "aclnn" to search the name)
+  kind:compute     compute tasks (every task but communication); kind:comm the collectives;
+                   kind:custom the op types of an application's own kernels
+  block<12         Block Dim, the same comparisons as dur
+  dur>=10xavg      duration at least 10x the mean of its op type and task type in the table
+  fused:RmsNorm    the tasks of the op sequences the fused operator RmsNorm does
   shape:8,4096     input shapes contain 8,4096
   dtype:BF16       input dtypes contain BF16 (any case)
   card:0           tasks of card 0
   state:dynamic    op state is dynamic (any case)
-On op statistics only text, type:, core: and card: apply; other terms are ignored there."""
+On op statistics only text, type:, core: and card: apply; other terms are ignored there.
+kind:custom, xavg and fused: look at the whole table (the card's tasks), not the rows left."""
 
 _FORMS = (
     'text, "quoted text", -term, name:x, type:Cast, type:MatMul*, core:AI_CPU (task:), '
     "dur>1000 (>= < <= =), wait>1000, cause:recompilation|host_op|communication|expected|unexplained|any|none, "
-    "aclnn, aclop, shape:8,4096, dtype:BF16, card:0, state:dynamic"
+    "confidence:suspected|evidence, "
+    "aclnn, aclop, kind:compute|comm|custom, block<12, dur>=10xavg, fused:RmsNorm, shape:8,4096, "
+    "dtype:BF16, card:0, state:dynamic, a | b"
 )
 
 _KEYS = {
     "name": "name", "type": "type", "core": "core", "task": "core", "cause": "cause",
-    "shape": "shape", "dtype": "dtype", "card": "card", "state": "state",
+    "shape": "shape", "dtype": "dtype", "card": "card", "state": "state", "kind": "kind",
+    "fused": "fused", "confidence": "confidence",
 }
-_CMP_FIELDS = {"dur": "duration_us", "duration": "duration_us", "wait": "wait_us"}
+_CMP_FIELDS = {"dur": "duration_us", "duration": "duration_us", "wait": "wait_us", "block": "block_num"}
+_KINDS = {"compute": "compute", "communication": "communication", "comm": "communication", "custom": "custom"}
+_RELATIVE = "xavg"
+"""`dur>=10xavg`: a number of times the mean of the row's op type and task type."""
+_GROUP_COLUMNS = ("op_type", "task_type")
+_SEQUENCE_COLUMNS = ("card", "op_type", "task_type", "start_ns", "duration_us")
 _CAUSES = {
     "recompilation": "recompilation", "recompile": "recompilation", "host_op": "host_op",
     "host": "host_op", "communication": "communication", "comm": "communication", "expected": "expected", "unexplained": "unexplained", "any": "any",
@@ -56,9 +78,9 @@ _CMP_RE = re.compile(r"([A-Za-z_]+)(>=|<=|==|=|>|<)")
 # (a kind missing from _STATS_COLUMNS is ignored on op statistics).
 _TASK_COLUMNS = {
     "text": ("op_name", "op_type"), "name": ("op_name",), "type": ("op_type",),
-    "core": ("task_type",), "cause": ("wait_cause",), "flag": ("is_aclnn",),
+    "core": ("task_type",), "cause": ("wait_cause",), "flag": ("is_aclnn", "task_type", "op_type"),
     "shape": ("input_shapes",), "dtype": ("input_dtypes",), "card": ("card",),
-    "state": ("op_state",),
+    "state": ("op_state",), "fused": _SEQUENCE_COLUMNS, "confidence": ("wait_confidence",),
 }
 _STATS_COLUMNS = {"text": ("op_type",), "type": ("op_type",), "core": ("core_type",), "card": ("card",)}
 
@@ -75,21 +97,30 @@ class QueryError(ValueError):
 class _Term:
     raw: str
     negate: bool
-    kind: str  # text name type core cmp cause flag shape dtype card state
-    value: str | bool | tuple[str, str, float]  # str; bool for flag; (column, operator, number) for cmp
+    kind: str  # text name type core cmp num rel cause flag shape dtype card state kind fused
+    # str; bool for flag; (column, operator, number) for cmp (dur, wait), num (block) and rel
+    # (the number times the mean of the row's op type and task type)
+    value: str | bool | tuple[str, str, float]
 
     def task_columns(self) -> tuple[str, ...]:
         """The columns of the task table the term reads."""
-        return (self.value[0],) if isinstance(self.value, tuple) else _TASK_COLUMNS[self.kind]
+        if isinstance(self.value, tuple):
+            return (self.value[0], *_GROUP_COLUMNS) if self.kind == "rel" else (self.value[0],)
+        if self.kind == "kind":
+            return ("task_type",) if self.value != "custom" else ("task_type", "op_type")
+        return _TASK_COLUMNS[self.kind]
 
 
 @dataclass(frozen=True)
 class Query:
-    """A parsed filter. `terms` are the terms as typed (quotes and leading `-` kept)."""
+    """A parsed filter. `terms` are the terms as typed (quotes and leading `-` kept), those of
+    every alternative; `_groups` the alternatives (a row matches when it matches every term of
+    one of them)."""
 
     text: str
     terms: tuple[str, ...] = ()
     _compiled: tuple[_Term, ...] = field(default=(), repr=False)
+    _groups: tuple[tuple[_Term, ...], ...] = field(default=(), repr=False)
 
     def ignored_on_stats(self) -> tuple[str, ...]:
         """The terms `filter_stats` skips because op statistics have no such column."""
@@ -97,8 +128,34 @@ class Query:
 
 
 def parse_query(text: str) -> Query:
-    compiled = tuple(t for t in (_compile(*tok) for tok in _tokens(text)) if t is not None)
-    return Query(text=text, terms=tuple(t.raw for t in compiled), _compiled=compiled)
+    groups: list[list[_Term]] = [[]]
+    for tok in _tokens(text):
+        if tok[0] == "|":
+            if not groups[-1]:
+                raise QueryError("|", "an alternative needs terms on both sides: a b | c")
+            groups.append([])
+            continue
+        term = _compile(*tok)
+        if term is not None:
+            groups[-1].append(term)
+    if len(groups) > 1 and not groups[-1]:
+        raise QueryError("|", "an alternative needs terms on both sides: a b | c")
+    compiled = tuple(t for g in groups for t in g)
+    return Query(
+        text=text, terms=tuple(t.raw for t in compiled), _compiled=compiled,
+        _groups=tuple(tuple(g) for g in groups) if compiled else (),
+    )
+
+
+def _task_groups(query: Query) -> list[list[tuple[_Term, tuple[str, ...]]]]:
+    """The alternatives of `query` with the task-table columns of each term."""
+    return [[(t, t.task_columns()) for t in g] for g in query._groups]
+
+
+def _stats_groups(query: Query) -> list[list[tuple[_Term, tuple[str, ...]]]]:
+    """The alternatives of `query` with the terms op statistics can apply (an alternative
+    left with none keeps every row)."""
+    return [[(t, _STATS_COLUMNS[t.kind]) for t in g if t.kind in _STATS_COLUMNS] for g in query._groups]
 
 
 def _tokens(text: str) -> list[tuple[str, str, int | None]]:
@@ -156,16 +213,36 @@ def _compile(raw: str, value: str, quoted_at: int | None) -> _Term | None:
         name = m.group(1).lower()
         if name not in _CMP_FIELDS:
             raise QueryError(
-                raw, f"only dur and wait compare, not {m.group(1)} (quote the term to search text)"
+                raw, f"only dur, wait and block compare, not {m.group(1)} (quote the term to search text)"
             )
         op = "=" if m.group(2) == "==" else m.group(2)
-        return _Term(raw, negate, "cmp", (_CMP_FIELDS[name], op, _number(raw, value[m.end():])))
+        column, arg = _CMP_FIELDS[name], value[m.end():]
+        if arg.lower().endswith(_RELATIVE) and column == "duration_us":
+            return _Term(raw, negate, "rel", (column, op, _number(raw, arg[: -len(_RELATIVE)], unit=False)))
+        kind = "cmp" if column != "block_num" else "num"
+        return _Term(raw, negate, kind, (column, op, _number(raw, arg, unit=column != "block_num")))
     if head[:1] in ("<", ">", "="):
         raise QueryError(raw, "a comparison needs its field and no spaces: dur>1000 or wait>1000")
     return _Term(raw, negate, "text", value)
 
 
 def _key_term(raw: str, negate: bool, kind: str, arg: str) -> _Term:
+    if kind == "kind":
+        which = _KINDS.get(arg.lower())
+        if which is None:
+            raise QueryError(raw, f"unknown kind {arg}; use compute, communication (comm) or custom")
+        return _Term(raw, negate, kind, which)
+    if kind == "fused":
+        from .fusion_patterns import PATTERNS
+
+        names = {p.fused_op.lower(): p.fused_op for p in PATTERNS}
+        if arg.lower() not in names:
+            raise QueryError(raw, f"no fused operator {arg}; known: {', '.join(names.values())}")
+        return _Term(raw, negate, kind, names[arg.lower()])
+    if kind == "confidence":
+        if arg.lower() not in ("suspected", "evidence"):
+            raise QueryError(raw, f"unknown confidence {arg}; use suspected or evidence")
+        return _Term(raw, negate, kind, arg.lower())
     if kind == "cause":
         cause = _CAUSES.get(arg.lower())
         if cause is None:
@@ -182,18 +259,20 @@ def _key_term(raw: str, negate: bool, kind: str, arg: str) -> _Term:
     return _Term(raw, negate, kind, arg)
 
 
-def _number(raw: str, text: str) -> float:
+def _number(raw: str, text: str, *, unit: bool = True) -> float:
     scale = 1.0
     lowered = text.strip().lower()
-    for unit, factor in _UNITS:
-        if lowered.endswith(unit):
-            lowered, scale = lowered[: -len(unit)], factor
+    for suffix, factor in _UNITS if unit else ():
+        if lowered.endswith(suffix):
+            lowered, scale = lowered[: -len(suffix)], factor
             break
     try:
         number = float(lowered) * scale
     except ValueError:
         number = math.nan
     if not lowered or not math.isfinite(number):
+        if not unit:
+            raise QueryError(raw, f"{text!r} is not a number")
         raise QueryError(raw, f"{text!r} is not a number of microseconds (units us, ms, s allowed)")
     return number
 
@@ -257,10 +336,21 @@ def _expr(term: _Term, columns: tuple[str, ...], distinct: _Distinct) -> pl.Expr
     if isinstance(v, tuple):
         column, op, number = v
         col = pl.col(column)
-        e = {">": col > number, ">=": col >= number, "<": col < number,
-             "<=": col <= number, "=": col == number}[op]
-    elif isinstance(v, bool) or kind == "card":
+        if kind == "rel":  # the number times the mean of the row's op type and task type
+            by = [c for c in ("card", *_GROUP_COLUMNS) if c in distinct.frame.columns]
+            bound: pl.Expr | float = number * col.mean().over(by)
+        else:
+            bound = number
+        e = {">": col > bound, ">=": col >= bound, "<": col < bound,
+             "<=": col <= bound, "=": col == bound}[op]
+    elif isinstance(v, bool):
+        e = aclnn_tasks() if v else aclop_tasks()
+    elif kind in ("card", "confidence"):
         e = pl.col(columns[0]) == v
+    elif kind == "kind":
+        e = compute_tasks() if v == "compute" else is_communication() if v == "communication" else _custom(distinct)
+    elif kind == "fused" and isinstance(v, str):
+        e = pl.lit(_in_sequences(distinct.frame, v))
     elif kind == "cause":
         col = pl.col(columns[0])
         e = col.is_not_null() if v == "any" else col.is_null() if v == "none" else col == v
@@ -273,25 +363,55 @@ def _expr(term: _Term, columns: tuple[str, ...], distinct: _Distinct) -> pl.Expr
     return ~e if term.negate else e
 
 
-def _apply(frame: pl.DataFrame, terms: Sequence[tuple[_Term, tuple[str, ...]]]) -> pl.DataFrame:
-    if not terms:
+def _custom(distinct: _Distinct) -> pl.Expr:
+    """Rows of an op type that is an application's own kernel on the row's card (as the rules'
+    CardData.custom_types: any core task of the type with a kernel's name)."""
+    by = [c for c in ("card", "op_type") if c in distinct.frame.columns]
+    return custom_kernel().any().over(by)
+
+
+def _in_sequences(frame: pl.DataFrame, fused_op: str) -> pl.Series:
+    """Whether each row of `frame` is in an occurrence of a sequence `fused_op` does, found
+    as the fusible_sequence rule finds them (analysis/fusion.py), per card of the frame."""
+    from .fusion import find_sequences
+    from .fusion_patterns import PATTERNS
+
+    wanted = [i for i, p in enumerate(PATTERNS) if p.fused_op == fused_op]
+    occ = find_sequences(frame.select(_SEQUENCE_COLUMNS).with_row_index("__seq"))
+    mine = occ.found.filter(pl.col("pattern").is_in(wanted))
+    hit = pl.Series("hit", [False] * frame.height, dtype=pl.Boolean)
+    if mine.height:
+        at = mine.select(pl.int_ranges("first", pl.col("first") + pl.col("length")).alias("i")).explode("i")["i"]
+        hit = hit.scatter(occ.tasks["__seq"].gather(at), True)
+    return hit
+
+
+def _apply(frame: pl.DataFrame, groups: Sequence[Sequence[tuple[_Term, tuple[str, ...]]]]) -> pl.DataFrame:
+    """The rows of `frame` matching every term of one of `groups` (no group: every row)."""
+    if not any(groups):
         return frame
     have = set(frame.columns)
-    for term, columns in terms:
-        missing = [c for c in columns if c not in have]
-        if missing:
-            raise QueryError(term.raw, f"this table has no {missing[0]} column")
+    for terms in groups:
+        for term, columns in terms:
+            missing = [c for c in columns if c not in have]
+            if missing:
+                raise QueryError(term.raw, f"this table has no {missing[0]} column")
     distinct = _Distinct(frame)
-    return frame.filter(pl.all_horizontal([_expr(t, c, distinct) for t, c in terms]))
+    alternatives = [
+        pl.all_horizontal([_expr(t, c, distinct) for t, c in terms]) if terms else pl.lit(True) for terms in groups
+    ]
+    return frame.filter(alternatives[0] if len(alternatives) == 1 else pl.any_horizontal(alternatives))
 
 
-def _matching(frame: pl.DataFrame, terms: Sequence[tuple[_Term, tuple[str, ...]]]) -> pl.Series:
-    """Positions of the rows matching `terms`, filtering only the columns the terms read."""
-    if not terms:
+def _matching(frame: pl.DataFrame, groups: Sequence[Sequence[tuple[_Term, tuple[str, ...]]]]) -> pl.Series:
+    """Positions of the rows matching `groups`, filtering only the columns the terms read."""
+    if not any(groups):
         return pl.int_range(frame.height, dtype=pl.UInt32, eager=True)
-    used = sorted({c for _, columns in terms for c in columns if c in frame.columns})
-    slim = frame.select(used).with_row_index("__position")
-    return _apply(slim, terms)["__position"]
+    used = {c for terms in groups for _, columns in terms for c in columns if c in frame.columns}
+    if any(t.kind in ("rel", "kind", "fused") for terms in groups for t, _ in terms) and "card" in frame.columns:
+        used.add("card")  # the terms that look at the whole table do so per card
+    slim = frame.select(sorted(used)).with_row_index("__position")
+    return _apply(slim, groups)["__position"]
 
 
 def _ordered(frame: pl.DataFrame, positions: pl.Series, key: str, descending: bool) -> pl.Series:
@@ -307,14 +427,13 @@ def task_positions(tasks: pl.DataFrame, query: Query, key: str, descending: bool
     """The filtered, sorted view of `tasks` as positions into it (see `filter_tasks`,
     `sort_frame`): one integer column instead of a copy of every column, which is what
     keeps a re-sort of 2M rows interactive. `tasks` must be in row order."""
-    positions = _matching(tasks, [(t, t.task_columns()) for t in query._compiled])
+    positions = _matching(tasks, _task_groups(query))
     return positions if key == "row" else _ordered(tasks, positions, key, descending)
 
 
 def stats_positions(stats: pl.DataFrame, query: Query, key: str, descending: bool) -> pl.Series:
     """`filter_stats` then `sort_frame`, as positions into `stats`."""
-    terms = [(t, _STATS_COLUMNS[t.kind]) for t in query._compiled if t.kind in _STATS_COLUMNS]
-    return _ordered(stats, _matching(stats, terms), key, descending)
+    return _ordered(stats, _matching(stats, _stats_groups(query)), key, descending)
 
 
 def totals_at(frame: pl.DataFrame, positions: pl.Series) -> tuple[int, float, float]:
@@ -330,7 +449,7 @@ def totals_at(frame: pl.DataFrame, positions: pl.Series) -> tuple[int, float, fl
 
 def filter_tasks(tasks: pl.DataFrame, query: Query) -> pl.DataFrame:
     """The tasks matching every term of `query`, in their original order."""
-    return _apply(tasks, [(t, t.task_columns()) for t in query._compiled])
+    return _apply(tasks, _task_groups(query))
 
 
 def filter_stats(stats: pl.DataFrame, query: Query) -> pl.DataFrame:
@@ -340,7 +459,7 @@ def filter_stats(stats: pl.DataFrame, query: Query) -> pl.DataFrame:
     card; every other term (name:, dur, wait, cause:, aclnn, aclop, shape:, dtype:, state:)
     describes single tasks and is ignored here (see `Query.ignored_on_stats`).
     """
-    return _apply(stats, [(t, _STATS_COLUMNS[t.kind]) for t in query._compiled if t.kind in _STATS_COLUMNS])
+    return _apply(stats, _stats_groups(query))
 
 
 def sort_frame(frame: pl.DataFrame, key: str, descending: bool) -> pl.DataFrame:
