@@ -140,7 +140,12 @@ def build_explorer_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] not in SUBCOMMANDS:
-        return run_explorer(build_explorer_parser().parse_args(argv))
+        args = build_explorer_parser().parse_args(argv)
+        try:
+            return run_explorer(args)
+        except KeyboardInterrupt:  # ctrl+c before the explorer took the terminal
+            print("npuscope: interrupted", file=sys.stderr)
+            return 130
     parser = build_parser()
     if argv[0] == "capture":  # its training command follows `--`: split before argparse sees it
         opts, command = split_command(argv[1:])
@@ -214,7 +219,14 @@ def run_explorer(args: argparse.Namespace) -> int:
     app.run()
     if app.error_message:
         print(f"npuscope: {one_line(app.error_message)}", file=sys.stderr)
-    return app.return_code or 0
+    code = app.return_code or 0
+    if app.busy:
+        # Quit during a load: Textual has restored the terminal; the parse left running in its
+        # thread is not waited for (nor is a cache write it queued: later loads sweep it away).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,13 +1,21 @@
-"""The explorer application: loads a profile in a worker and hands it to the main screen.
+"""The explorer application: owns loading, hands each loaded profile to the main screen.
 
 Thin on purpose: parsing and diagnosis live in `npuscope.parsers` / `npuscope.analysis`,
 every pane is its own widget, the main screen wires them.
+
+Loading never holds the event loop: each load (and compare) is a `Job` with its own thread,
+cancel event and generation (load_job.py). Screens ask for work with request messages
+(`LoadRequested`, `CompareRequested`, `CancelRequested`); jobs answer with result messages
+tagged with their generation, and a result whose job is no longer the current one is
+dropped, so nothing an older load or compare posts can replace what a newer one showed.
 """
 
 from __future__ import annotations
 
-import threading
+import asyncio
+import itertools
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -15,18 +23,42 @@ from typing import Any
 from textual import on, work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
+from textual.message import Message
 from textual.screen import Screen
-from textual.worker import Worker, WorkerState
 
-from npuscope.analysis import Thresholds, diagnose
+from npuscope.analysis import Thresholds
 from npuscope.analysis.compare import compare_runs
 from npuscope.analysis.compare_render import render_comparison
-from npuscope.parsers import Cancelled, FrameCache, ProfileError, ReadOptions, open_profile
+from npuscope.parsers import Cancelled, ProfileError, ReadOptions
 
-from .messages import LoadFailed, LoadProgressed, ProfileLoaded
+from .load_job import Job, load_profile, open_for_compare
+from .messages import (
+    CancelRequested,
+    CompareRequested,
+    ComparisonFailed,
+    ComparisonReady,
+    LoadCancelled,
+    LoadFailed,
+    LoadProgressed,
+    LoadRequested,
+    ProfileLoaded,
+)
 from .screens.help_screen import HelpScreen, all_keys
 from .screens.main_screen import MainScreen
 from .screens.text_screen import TextScreen
+
+INTERRUPTED = 130  # the exit code of a start interrupted by ctrl+c, as for any command
+
+
+class _UnjoinedExecutor(ThreadPoolExecutor):
+    """The event loop's default executor, not waited for when the app exits.
+
+    Textual runs thread workers in it and `asyncio.run` joins it on exit: a long worker
+    would hold `q`. The CLI ends the process when work was left running.
+    """
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        super().shutdown(wait=False, cancel_futures=True)
 
 
 class NpuscopeApp(App):
@@ -37,6 +69,8 @@ class NpuscopeApp(App):
     BINDINGS = [
         Binding("q", "quit", "Quit"),
         Binding("question_mark", "help", "Keys"),
+        # Textual's ctrl+c only says how to quit; during a load it stops it and quits (130).
+        Binding("ctrl+c", "interrupt", "Stop loading and quit", show=False, system=True),
     ]
 
     def __init__(
@@ -58,95 +92,152 @@ class NpuscopeApp(App):
         self.use_cache = cache
         self.thresholds = thresholds or Thresholds()
         self.export_dir = export_dir
-        self.cancel_load = threading.Event()
         self.error_message: str | None = None
         self.main = MainScreen()
+        self._generations = itertools.count(1)
+        self.loading: Job | None = None  # the load whose results are taken
+        self.comparing: Job | None = None  # the compare whose result is taken
+        self.jobs: list[Job] = []  # every job started (their threads may outlive the app)
+        self.dropped: list[tuple[str, int]] = []  # (message, generation) of jobs no longer current
 
     async def on_mount(self) -> None:
+        asyncio.get_running_loop().set_default_executor(_UnjoinedExecutor(thread_name_prefix="npuscope-worker"))
         await self.push_screen(self.main)
-        self.load(self.capture)
+        self.start_load(self.path, self.capture)
 
-    def load(self, capture: str | int | None) -> None:
-        self.cancel_load.clear()
-        self.main.show_loading(f"opening {self.path}")
-        self._load(capture)
+    # ---------------------------------------------------------------- jobs
+    def _job(self, kind: str) -> Job:
+        job = Job(next(self._generations), kind)
+        self.jobs = [j for j in self.jobs if j.running]
+        self.jobs.append(job)
+        return job
 
-    def open_path(self, path: Path) -> None:
+    @property
+    def busy(self) -> bool:
+        """A load or compare thread is still running (the process must not wait for it)."""
+        return any(job.running for job in self.jobs)
+
+    def _current(self, message: Message, job: Job | None) -> bool:
+        """Whether `message` comes from `job`, the current one; else it is dropped."""
+        generation = getattr(message, "generation", -1)
+        if job is not None and generation == job.generation:
+            return True
+        self.dropped.append((type(message).__name__, generation))
+        return False
+
+    @work(group="load", exit_on_error=False, description="load profile")
+    async def _run_load(self, job: Job, path: Path, capture: str | int | None) -> None:
+        await job.run(partial(self._load, job, path, capture))
+
+    @work(group="compare", exit_on_error=False, description="compare")
+    async def _run_compare(self, job: Job, other: Path, base: Any, base_diagnosis: Any) -> None:
+        await job.run(partial(self._compare, job, other, base, base_diagnosis))
+
+    def _post(self, message: Message) -> None:
+        """Post from a job's thread; after the app has closed there is no one to tell."""
+        try:
+            self.post_message(message)
+        except RuntimeError:  # the event loop is closed
+            pass
+
+    # ---------------------------------------------------------------- loading
+    def start_load(self, path: Path, capture: str | int | None) -> int:
+        """Load `path` in place of the open profile; an older load is cancelled. Its generation."""
+        if self.loading is not None:
+            self.loading.cancel.set()
+        job = self.loading = self._job("load")
+        self.path, self.capture = path, capture
+        self.main.show_loading(f"opening {path}")
+        self._run_load(job, path, capture)
+        return job.generation
+
+    def _load(self, job: Job, path: Path, capture: str | int | None) -> None:
+        def progress(done: int, total: int, label: str) -> None:
+            self._post(LoadProgressed(done, total, label, job.generation))
+
+        try:
+            profile, diagnosis = load_profile(
+                path,
+                capture=capture,
+                read=self.read,
+                thresholds=self.thresholds,
+                use_cache=self.use_cache,
+                cancel=job.cancel,
+                progress=progress,
+            )
+        except Cancelled:
+            self._post(LoadCancelled(job.generation))
+        except ProfileError as exc:
+            self._post(LoadFailed(str(exc), exc.title, job.generation))
+        except Exception as exc:  # anything the loader did not expect: one line, never a crash
+            message = f"unexpected error while loading: {type(exc).__name__}: {exc}"
+            self._post(LoadFailed(message, generation=job.generation))
+        else:
+            self._post(ProfileLoaded(profile, diagnosis, job.generation))
+
+    @on(LoadRequested)
+    def _load_requested(self, message: LoadRequested) -> None:
+        path = Path(message.path).expanduser() if message.path is not None else self.path
+        self.open_path(path, message.capture)
+
+    def open_path(self, path: Path, capture: str | int | None = None) -> int:
         """Back to the main screen, loading the profile at `path` in place of the open one."""
         while self.screen is not self.main and len(self.screen_stack) > 1:
             self.pop_screen()
-        self.path = Path(path)
-        self.capture = None
-        self.load(None)
+        return self.start_load(Path(path), capture)
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="load", description="load profile")
-    def _load(self, capture: str | int | None) -> None:
-        def progress(done: int, total: int, label: str) -> None:
-            self.post_message(LoadProgressed(done, total, label))
+    @on(CancelRequested)
+    def _cancel_requested(self, message: CancelRequested) -> None:
+        self.cancel_loading()
 
-        cache = FrameCache(enabled=self.use_cache, background=True)
-        try:
-            profile = open_profile(
-                self.path,
-                capture=capture,
-                cache=cache,
-                progress=progress,
-                cancel=self.cancel_load,
-                pmu=False,
-                strict=self.read.strict,
-                source=self.read.source,
-                timeline=self.read.timeline,
-            )
-            self.post_message(LoadProgressed(1, 1, "diagnosing"))
-            diagnosis = diagnose(profile, self.thresholds, cache=cache)
-        except Cancelled:
-            self.post_message(LoadFailed("loading cancelled"))
+    def cancel_loading(self) -> None:
+        """Stop the current load: its thread stops at its next check, the screen says so now."""
+        job, self.loading = self.loading, None
+        if job is None:
             return
-        except ProfileError as exc:
-            self.post_message(LoadFailed(str(exc), exc.title))
-            return
-        self.post_message(ProfileLoaded(profile, diagnosis))
+        job.cancel.set()
+        self._stopped("loading cancelled")
 
     @on(LoadProgressed)
     def _progressed(self, message: LoadProgressed) -> None:
-        self.main.show_progress(message.done, message.total, message.label)
+        if self._current(message, self.loading):
+            self.main.show_progress(message.done, message.total, message.label)
 
     @on(ProfileLoaded)
     def _loaded(self, message: ProfileLoaded) -> None:
+        if not self._current(message, self.loading):
+            return
+        self.loading = None
+        if self.comparing is not None:  # it compared against the profile replaced now
+            self.comparing.cancel.set()
+            self.comparing = None
         self.main.show_profile(message.profile, message.diagnosis)
         if self.compare_with is not None:
-            self.compare(self.compare_with)
+            self.start_compare(self.compare_with)
             self.compare_with = None
 
-    def compare(self, other: Path) -> None:
-        """Open `other` and show it against the loaded profile (BASE = loaded, NEW = other)."""
-        self.notify(f"comparing with {other} …", markup=False)
-        self._compare(other)
-
-    @work(thread=True, exclusive=True, exit_on_error=False, group="compare", description="compare")
-    def _compare(self, other: Path) -> None:
-        cache = FrameCache(enabled=self.use_cache, background=True)
-        try:
-            new = open_profile(other, cache=cache, pmu=False)
-            # The open profile's diagnosis is reused: only NEW is diagnosed.
-            base, base_diagnosis = self.main.loaded
-            comparison = compare_runs(base, new, thresholds=self.thresholds, base_diagnosis=base_diagnosis)
-        except ProfileError as exc:
-            self.call_from_thread(self.notify, str(exc), title="Cannot compare", severity="error", markup=False)
-            return
-        text = render_comparison(comparison, "text", top=None)
-        self.call_from_thread(self.push_screen, TextScreen(f"Compare: {other} against the open profile", text))
+    @on(LoadCancelled)
+    def _cancelled(self, message: LoadCancelled) -> None:
+        # A load is cancelled by `cancel_loading` (which said so) or replaced by a newer one:
+        # either way it is no longer current by the time its thread notices.
+        if self._current(message, self.loading):
+            self.loading = None
+            self._stopped("loading cancelled")
 
     @on(LoadFailed)
     def _failed(self, message: LoadFailed) -> None:
-        self.fail(message.message, message.title)
+        if self._current(message, self.loading):
+            self.loading = None
+            self.fail(message.message, message.title)
 
-    @on(Worker.StateChanged)
-    def _worker_changed(self, event: Worker.StateChanged) -> None:
-        # Anything the loader did not expect: say it in one line, never crash the UI.
-        if event.state == WorkerState.ERROR and event.worker.group in ("load", "compare"):
-            error = event.worker.error
-            self.fail(f"unexpected error while {event.worker.description}: {type(error).__name__}: {error}")
+    def _stopped(self, message: str) -> None:
+        """A load ended without a profile: back to the open one, or say so on the empty screen."""
+        if self.main.profile is None:
+            self.main.show_loading(f"{message} · q quits")
+            return
+        self.path = self.main.profile.path
+        self.main.add_class("loaded")
+        self.notify(message, markup=False)
 
     def fail(self, message: str, title: str = "Cannot load") -> None:
         if self.main.profile is None:
@@ -157,6 +248,76 @@ class NpuscopeApp(App):
             self.path = self.main.profile.path
             self.main.add_class("loaded")
             self.notify(message, title=title, severity="error", markup=False)
+
+    # ---------------------------------------------------------------- comparing
+    def start_compare(self, other: Path) -> int:
+        """Open `other` and show it against the loaded profile (BASE = loaded, NEW = other)."""
+        if self.comparing is not None:
+            self.comparing.cancel.set()
+        job = self.comparing = self._job("compare")
+        self.notify(f"comparing with {other} …", markup=False)
+        base, base_diagnosis = self.main.loaded
+        self._run_compare(job, other, base, base_diagnosis)
+        return job.generation
+
+    def _compare(self, job: Job, other: Path, base: Any, base_diagnosis: Any) -> None:
+        try:
+            new = open_for_compare(other, use_cache=self.use_cache, cancel=job.cancel)
+            # The open profile's diagnosis is reused: only NEW is diagnosed.
+            comparison = compare_runs(base, new, thresholds=self.thresholds, base_diagnosis=base_diagnosis)
+            text = render_comparison(comparison, "text", top=None)
+        except Cancelled:
+            return
+        except ProfileError as exc:
+            self._post(ComparisonFailed(other, str(exc), job.generation))
+        except Exception as exc:
+            self._post(ComparisonFailed(other, f"unexpected error: {type(exc).__name__}: {exc}", job.generation))
+        else:
+            self._post(ComparisonReady(other, text, job.generation))
+
+    @on(CompareRequested)
+    def _compare_requested(self, message: CompareRequested) -> None:
+        if self.main.profile is None:
+            return
+        self.start_compare(Path(message.other))
+
+    @on(ComparisonReady)
+    def _compared(self, message: ComparisonReady) -> None:
+        if self._current(message, self.comparing):
+            self.comparing = None
+            self.push_screen(TextScreen(f"Compare: {message.other} against the open profile", message.text))
+
+    @on(ComparisonFailed)
+    def _compare_failed(self, message: ComparisonFailed) -> None:
+        if self._current(message, self.comparing):
+            self.comparing = None
+            self.notify(message.message, title="Cannot compare", severity="error", markup=False)
+
+    # ---------------------------------------------------------------- direct calls
+    # Screens post request messages; these remain for callers that still call the app.
+    def load(self, capture: str | int | None) -> None:
+        self.start_load(self.path, capture)
+
+    def compare(self, other: Path) -> None:
+        self.start_compare(other)
+
+    # ---------------------------------------------------------------- keys
+    def action_interrupt(self) -> None:
+        """ctrl+c: during a load, stop it and quit as an interrupted command does; else
+        Textual's hint of how to quit."""
+        if self.loading is None and self.main.profile is not None:
+            self.action_help_quit()
+            return
+        self._cancel_all()
+        self.exit(return_code=INTERRUPTED)
+
+    async def action_quit(self) -> None:
+        self._cancel_all()
+        self.exit()
+
+    def _cancel_all(self) -> None:
+        for job in self.jobs:
+            job.cancel.set()
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         """The palette offers every action of the main screen, named as in the footer."""
@@ -174,6 +335,3 @@ class NpuscopeApp(App):
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(all_keys(self.BINDINGS, MainScreen.BINDINGS)))
-
-    def cancel_loading(self) -> None:
-        self.cancel_load.set()

@@ -37,7 +37,7 @@ from npuscope.capture import spec as capture_spec
 from npuscope.capture.events import PHASES, Event, LogLine, PhaseStarted, Progressed, RunStarted
 from npuscope.capture.runs import RunInfo
 
-from ..explorer import explorer
+from ..messages import LoadRequested
 
 JIT_CHOICES = (("leave as is", "leave"), ("on", "on"), ("off", "off"))
 LOG_LINES = 5000
@@ -347,7 +347,7 @@ class CaptureScreen(Screen):
         self.set_status(f"fetched into {outcome.folder}; opening it")
         self.app.notify(f"Captured on {', '.join(spec.all_hosts())}: {outcome.folder}", title="Capture",
                         markup=False)
-        explorer(self.app).open_path(outcome.folder)
+        self.app.post_message(LoadRequested(outcome.folder))
 
     # ---------------------------------------------------------------- runs
     def action_runs(self) -> None:
