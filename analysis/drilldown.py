@@ -21,7 +21,8 @@ with the rule's own predicate and the thresholds it ran with (a `--rules` file i
 
 Findings that count something other than tasks get no filter (""): `data_gaps` (missing
 data), `host_dispatch` (the framework's host operators: its evidence rows are code frames),
-`recompilation` without op types (aclopCompileAndExecute events on the host). A
+`recompilation` without op types (aclopCompileAndExecute events on the host), a
+`fusible_sequence` of host operators (no device pattern named in its threshold). A
 training-level finding (`Finding.view` set) drills into its own tab, whose pane sorts and
 highlights its evidence rows: its filter is "" and its sort the op summary's default, as the
 op tabs are left unfiltered.
@@ -51,6 +52,14 @@ TASK_COLUMNS = (
 )  # fmt: skip
 """The task columns the drill-down filters read (query terms type:, core:, cause:,
 confidence:, kind:, aclop, state:, block, fused:, dur, wait)."""
+
+TASK_RULES = (
+    "idle_device", "dominant_op_type", "long_task", "duration_outlier", "ai_cpu", "low_parallelism",
+    "recompilation", "host_op_wait", "communication_wait", "aclop_share", "dynamic_shape", "fusible_sequence",
+)  # fmt: skip
+"""Rules whose findings count tasks: their filter selects those tasks."""
+NO_TASK_RULES = ("data_gaps", "host_dispatch")
+"""Rules whose findings count something else (missing data, host operators): no filter."""
 
 MATRIX_CORE_TYPES = ("AI_CORE", "MIX_AIC")
 VECTOR_CORE_TYPES = ("AI_VECTOR_CORE", "MIX_AIV")
@@ -114,7 +123,7 @@ def drill_down(finding: Finding, thresholds: Thresholds) -> tuple[str, tuple[str
         return (f"fused:{fused}" if fused else ""), ROW_ORDER
     if rule == "idle_device":
         return "", WAIT
-    if rule in ("data_gaps", "host_dispatch"):
+    if rule in NO_TASK_RULES:
         return "", ROW_ORDER
     return of_type, DURATION  # a rule this module does not know yet: its op type
 
