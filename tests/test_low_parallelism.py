@@ -255,3 +255,18 @@ def test_op_report_gives_the_bound_and_the_cores(kernel_capture):
     assert "| Block Num | 2 (of 24 AI cores, info.json.0) |" in text
     assert "| Bound (matmul_custom on this card) | memory-in: memory-bound" in text
     assert "cube 0.044" in text and "memory-in 0.330" in text
+
+
+@pytest.mark.parametrize("task_type", ["AI_CPU", "COMMUNICATION"])
+def test_never_on_ai_cpu_or_communication_tasks(tmp_path, task_type):
+    prof = _export(tmp_path, info=INFO)
+    path = prof / "mindstudio_profiler_output" / "op_summary_20260101000000.csv"
+    header = _header()
+    with path.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(header)
+        for i in range(CALLS):
+            row = _kernel_row(header, i, block=1)
+            row[header.index("Task Type")] = task_type
+            w.writerow(row)
+    assert "low_parallelism" not in {f.rule for f in diagnose(open_profile(prof)).findings}
