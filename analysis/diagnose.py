@@ -12,11 +12,11 @@ import polars as pl
 from npuscope.parsers import FrameCache, Profile
 from npuscope.parsers.cache import source_digest
 from npuscope.parsers.device_info import device_info
-from npuscope.parsers.stacks import read_api_frames, read_stacks, stack_files
+from npuscope.parsers.stacks import read_api_frames, read_optimizer_steps, read_stacks, stack_files
 
 from .bound import RATIO_COLUMNS
 from .findings import Finding, order
-from .fusion import fusible_findings
+from .fusion import fusible_findings, optimizer_findings
 from .rules import RULES, CardData, framework_of
 from .stacks import with_stacks
 from .thresholds import Thresholds
@@ -161,6 +161,9 @@ def _sequence_findings(
     stacks = read_stacks(profile.capture, profile.cards, skip_damaged=True)
     api_frames = read_api_frames(profile.capture, profile.cards, skip_damaged=True)
     stacks = stacks.filter(pl.col("card").is_in(list(wanted)))
+    if framework == "torch_npu":  # the fused optimizers are torch_npu's
+        steps = read_optimizer_steps(profile.capture, profile.cards, profile.events, skip_damaged=True)
+        out += optimizer_findings(steps, wanted, th)
     spans: dict[str, float] = {}
     if profile.time_problem is None and tasks.height:
         ends = tasks.group_by("card").agg(

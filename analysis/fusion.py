@@ -7,6 +7,9 @@ TimelineFusionOpsAnalyzer turns its rules into one over `-name-` pieces. One sca
 finds every occurrence (the regex engine walks the string once; no Python loop over tasks);
 the time of an occurrence is a difference of the card's cumulative durations. Occurrences
 never overlap: a task belongs to the first, leftmost pattern that matches it.
+
+The yaml's optimizer rules match the framework's `Optimizer.step#<Name>.step` calls instead
+(`optimizer_findings`).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import polars as pl
 from npuscope.parsers.frames import is_communication
 
 from .findings import EVIDENCE_FIELDS, Finding
-from .fusion_patterns import ATEN_DEVICE_TYPES, PATTERNS, FusionPattern
+from .fusion_patterns import ATEN_DEVICE_TYPES, FUSED_OPTIMIZERS, OPTIMIZER_SOURCE, PATTERNS, FusionPattern
 from .thresholds import Thresholds
 
 _OTHER = "."
@@ -210,6 +213,64 @@ def fusible_findings(
                 advice=_advice(p, framework),
                 evidence=tuple(evidence),
                 threshold=f">= {th.fusible_min_count} occurrence(s) of {p.aten}",
+            )
+        )
+    return out
+
+
+def optimizer_findings(steps: pl.DataFrame, cards: tuple[str, ...], th: Thresholds) -> list[Finding]:
+    """One `fusible_sequence` finding per card and optimizer of FUSED_OPTIMIZERS whose
+    `Optimizer.step#<Name>.step` calls (`steps`, parsers/stacks.STEP_SCHEMA) number at least
+    `th.fusible_min_count`: the step updates the parameters op by op, a fused torch_npu
+    optimizer does it in a few fused operators. The time is the steps' host time (their device
+    time is not told apart from the rest); the frame that called step() is named where the
+    capture records it."""
+    known = steps.filter(pl.col("card").is_in(list(cards)) & pl.col("optimizer").is_in(list(FUSED_OPTIMIZERS)))
+    per = (
+        known.group_by("card", "optimizer")
+        .agg(pl.len().alias("n"), pl.col("host_us").sum().alias("t"))
+        .filter(pl.col("n") >= th.fusible_min_count)
+        .sort(["card", "t", "optimizer"], descending=[False, True, False])
+    )
+    out = []
+    for card, name, n, total in per.iter_rows():
+        mine = known.filter((pl.col("card") == card) & (pl.col("optimizer") == name))
+        frames = (
+            mine.filter(pl.col("frame").is_not_null())
+            .group_by("frame")
+            .agg(pl.col("host_us").sum())
+            .sort(["host_us", "frame"], descending=[True, False])
+        )
+        frame = frames["frame"][0] if frames.height else None
+        fused = FUSED_OPTIMIZERS[name]
+        evidence = []
+        for r in mine.sort("host_us", descending=True).head(th.evidence_rows).iter_rows(named=True):
+            row: dict[str, Any] = {k: None for k in EVIDENCE_FIELDS}
+            row.update(op_name=r["op_name"], op_type="", task_type="host", duration_us=r["host_us"])
+            row.update(frame=r["frame"], row=None)
+            evidence.append(row)
+        out.append(
+            Finding(
+                rule="fusible_sequence",
+                severity="info",
+                title=(
+                    f"{n:,} {name}.step call(s), {total:,.0f} us of host time: {fused} fuses the update"
+                    + (f"; step() called from {frame}" if frame else "")
+                ),
+                card=card,
+                op_types=(),
+                op_names=(f"Optimizer.step#{name}.step",),
+                count=int(n),
+                time_us=float(total),
+                share_pct=0.0,
+                advice=(
+                    f"Use {fused} in place of torch.optim.{name}: it updates all parameters in a few fused "
+                    "operators instead of several per parameter (torch's foreach implementation, where it "
+                    "is on, already groups them: compare the step time). The time shown is the step's host "
+                    f"time; the saving is part of it. Source: {OPTIMIZER_SOURCE}."
+                ),
+                evidence=tuple(evidence),
+                threshold=f">= {th.fusible_min_count} {name}.step call(s)",
             )
         )
     return out

@@ -9,10 +9,11 @@ the device tasks of each card, through ATEN_DEVICE_TYPES: the CANN operator type
 kernel of each aten operator launches. A view (chunk, reshape) launches nothing on the device:
 the patterns that need one only match where it was materialised (Split, StridedSlice).
 
-Left out of the yaml: the single-operator replacements (gelu -> fast_gelu, linear, mish),
-which are not sequences; `(permute|transpose)-(contiguous)-(reshape|view)`, whose views leave
-no device task to match; and the `Optimizer` rules (`AdamW.step` -> NpuFusedAdamW), which match
-a Python event, not device tasks.
+The yaml's `Optimizer` rules (`AdamW.step` -> torch_npu.optim.NpuFusedAdamW) match the
+framework's `Optimizer.step#<Name>.step` event, not device tasks: FUSED_OPTIMIZERS, matched on
+the timeline's framework events or the db's PYTORCH_API. Left out: the single-operator
+replacements (gelu -> fast_gelu, linear, mish), which are not sequences, and
+`(permute|transpose)-(contiguous)-(reshape|view)`, whose views leave no device task to match.
 """
 
 from __future__ import annotations
@@ -133,3 +134,17 @@ ATEN_DEVICE_TYPES: dict[str, tuple[str, ...]] = {
 }
 """The device operator types (OP Type / Type of op_summary and kernel_details) an aten
 operator of the patterns runs as on torch_npu; compared without regard to case (`GeLU`)."""
+
+FUSED_OPTIMIZERS: dict[str, str] = {
+    "AdamW": "torch_npu.optim.NpuFusedAdamW",
+    "SGD": "torch_npu.optim.NpuFusedSGD",
+    "Adadelta": "torch_npu.optim.NpuFusedAdadelta",
+    "Lamb": "torch_npu.optim.NpuFusedLamb",
+    "AdamP": "torch_npu.optim.NpuFusedAdamP",
+    "BertAdam": "torch_npu.optim.NpuFusedBertAdam",
+    "RMSprop": "torch_npu.optim.NpuFusedRMSprop",
+    "RMSpropTF": "torch_npu.optim.NpuFusedRMSpropTF",
+    "Adam": "torch_npu.optim.NpuFusedAdam",
+}
+"""The optimizer whose `<Name>.step` the yaml names -> the fused torch_npu optimizer to use."""
+OPTIMIZER_SOURCE = f"{YAML}, unique_id 0 (CANN 6.3.RC2), Optimizer rules"

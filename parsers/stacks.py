@@ -310,6 +310,72 @@ def read_db_api_frames(path: Path, card: str) -> pl.DataFrame:
     return conform(out.with_columns(pl.lit(card).alias("card")), API_FRAME_SCHEMA)
 
 
+OPTIMIZER_STEP = r"^Optimizer\.step#(\w+)\.step$"
+"""The framework event of one optimizer step (torch's profiler record_function)."""
+
+STEP_SCHEMA: dict[str, pl.DataType] = {
+    "card": pl.String(),
+    "optimizer": pl.String(),  # `AdamW`
+    "op_name": pl.String(),  # the event, `Optimizer.step#AdamW.step`
+    "host_us": pl.Float64(),
+    "frame": pl.String(),  # the user's frame that called step(); null when unknown
+}
+
+
+def optimizer_steps_from_events(events: pl.DataFrame | None) -> pl.DataFrame:
+    """The `Optimizer.step#<Name>.step` complete events of a timeline (STEP_SCHEMA, no frame)."""
+    if events is None:
+        return pl.DataFrame(schema=STEP_SCHEMA)
+    steps = events.filter(
+        (pl.col("ph") == "X") & pl.col("name").str.contains(OPTIMIZER_STEP).fill_null(False) & (pl.col("dur_ns") >= 0)
+    )
+    out = steps.select(
+        "card",
+        pl.col("name").str.extract(OPTIMIZER_STEP, 1).alias("optimizer"),
+        pl.col("name").alias("op_name"),
+        (pl.col("dur_ns") / 1000.0).alias("host_us"),
+        pl.lit(None, pl.String).alias("frame"),
+    )
+    return conform(out, STEP_SCHEMA)
+
+
+def read_db_optimizer_steps(path: Path, card: str) -> pl.DataFrame:
+    """The `Optimizer.step#<Name>.step` calls of a torch_npu db export's PYTORCH_API, with the
+    user's frame that called step() where the call chain is recorded (STEP_SCHEMA)."""
+    data = _db_query(path, api_calls=False)
+    if data is None:
+        return pl.DataFrame(schema=STEP_SCHEMA)
+    stacks = data["chains"].sort("chain", "depth").group_by("chain").agg(pl.col("frame").str.join(";").alias("stack"))
+    steps = data["ops"].filter(pl.col("op_name").str.contains(OPTIMIZER_STEP).fill_null(False))
+    out = steps.join(stacks, on="chain", how="left").select(
+        pl.lit(card).alias("card"),
+        pl.col("op_name").str.extract(OPTIMIZER_STEP, 1).alias("optimizer"),
+        "op_name",
+        ((pl.col("end") - pl.col("start")) / 1000.0).alias("host_us"),
+        user_frames(pl.col("stack").fill_null("")).alias("frame"),
+    )
+    return conform(out, STEP_SCHEMA)
+
+
+def read_optimizer_steps(
+    capture: Capture, cards: tuple[str, ...], events: pl.DataFrame | None, skip_damaged: bool = False
+) -> pl.DataFrame:
+    """The optimizer steps of each card: from the db exports' PYTORCH_API where the capture has
+    them (with the caller's frame), else from the timeline's framework events."""
+    parts = []
+    for card, path in stack_files(capture):
+        label = card if card is not None else (cards[0] if len(cards) == 1 else None)
+        if label is not None and path.suffix == ".db":
+            try:
+                parts.append(read_db_optimizer_steps(path, label))
+            except ProfileError:
+                if not skip_damaged:
+                    raise
+    from_db = pl.concat(parts) if parts else pl.DataFrame(schema=STEP_SCHEMA)
+    timeline = optimizer_steps_from_events(events)
+    return pl.concat([from_db, timeline.filter(~pl.col("card").is_in(from_db["card"].unique().to_list()))])
+
+
 def read_stacks(capture: Capture, cards: tuple[str, ...], skip_damaged: bool = False) -> pl.DataFrame:
     """The operator stacks of every card of the capture (STACK_SCHEMA); a source that does not
     say its card takes the only card, else it is left out. With `skip_damaged`, a file that

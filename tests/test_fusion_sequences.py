@@ -5,8 +5,10 @@ from __future__ import annotations
 import csv
 import json
 import re
+import sqlite3
 import subprocess
 import sys
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -208,3 +210,58 @@ def test_report_json_names_the_sequences(tmp_path):
     got = sorted((f["count"], round(f["time_us"], 6), f["evidence"][0]["sequence"]) for f in found)
     assert got == [(1, 5.0, "StridedSlice-Neg-ConcatD-Mul-Add"), (3, 15.0, "Rsqrt-Mul")]
     assert any("npu_rotary_mul" in f["advice"] for f in found)
+
+
+REAL = Path(__file__).resolve().parents[1] / "fixtures" / "samples" / "real"
+
+
+def test_optimizer_steps_of_the_real_text_capture():
+    # torch_npu 2024 CNN: one Optimizer.step#SGD.step per rank in trace_view.json (json module).
+    root = REAL / "torch_npu_2024_cnn" / "level1"
+    truth = {}
+    for rank in (0, 1):
+        trace = json.loads((root / f"rank{rank}_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").read_text())
+        events = trace if isinstance(trace, list) else trace["traceEvents"]
+        durs = [float(e["dur"]) for e in events if e.get("name") == "Optimizer.step#SGD.step" and e.get("ph") == "X"]
+        truth[str(rank)] = (len(durs), sum(durs))
+    diag = diagnose(open_profile(root, cache=FrameCache(enabled=False)))
+    found = [f for f in diag.findings if f.rule == "fusible_sequence"]
+    assert {f.card: (f.count, pytest.approx(f.time_us)) for f in found} == truth
+    assert all("torch_npu.optim.NpuFusedSGD" in f.title and "called from" not in f.title for f in found)
+    assert all(f.severity == "info" and "timeline_fusion_ops.yaml" in f.advice for f in found)
+
+
+def test_optimizer_steps_of_the_real_db_capture_name_the_caller():
+    root = REAL / "torch_npu_2025_db" / "level1"
+    diag = diagnose(open_profile(root, cache=FrameCache(enabled=False)))
+    for rank in (0, 1):
+        path = root / f"rank{rank}_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / f"ascend_pytorch_profiler_{rank}.db"
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        rows = con.execute(
+            "SELECT a.startNs, a.endNs, a.callchainId FROM PYTORCH_API a JOIN STRING_IDS s ON s.id = a.name "
+            "WHERE s.value = 'Optimizer.step#SGD.step'"
+        ).fetchall()
+        (start, end, chain) = rows[0]
+        stack = [
+            v
+            for _, v in con.execute(
+                "SELECT c.stackDepth, s.value FROM PYTORCH_CALLCHAINS c JOIN STRING_IDS s ON s.id = c.stack "
+                "WHERE c.id = ? ORDER BY c.stackDepth",
+                (chain,),
+            )
+        ]
+        con.close()
+        user = next(t for t in stack if "site-packages" not in t and "/lib/python" not in t and not t.startswith("<"))
+        m = re.match(r"^(.*)\((\d+)\): (.*)$", user)
+        frame = f"{m[1]}:{m[2]} ({m[3]})"
+        (f,) = [f for f in diag.findings if f.rule == "fusible_sequence" and f.card == str(rank)]
+        assert len(rows) == f.count == 1
+        assert f.time_us == pytest.approx((int(end) - int(start)) / 1000.0)
+        assert f.title.endswith(f"step() called from {frame}") and f.evidence[0]["frame"] == frame
+
+
+def test_no_optimizer_finding_without_the_event():
+    # GPT-3 (no timeline) and the generated torch_npu runs (no framework events) hold no step call.
+    for root in (REAL / "torch_npu_2023_gpt3_2rank",):
+        diag = diagnose(open_profile(root, cache=FrameCache(enabled=False)))
+        assert not [f for f in diag.findings if f.rule == "fusible_sequence"]
