@@ -187,13 +187,14 @@ def fusible_findings(
             ev["sequence"] = "-".join(str(x) for x in types.slice(first, length).to_list())
             ev["sequence_us"] = t
             evidence.append(ev)
-        seen: list[str] = []
-        for first, length in mine.select("first", "length").iter_rows():
-            for x in types.slice(first, length).to_list():
-                if x not in seen:
-                    seen.append(x)
-            if len(seen) >= 10:
-                break
+        # Every type of every occurrence (one gather): the first of the longest occurrence,
+        # then the others sorted, so the same sequences give the same op types run after run
+        # (the comparison matches findings by them).
+        starts, lengths = mine["first"].to_numpy(), mine["length"].to_numpy()
+        index = np.repeat(starts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths) + np.arange(lengths.sum())
+        lead = str(evidence[0]["op_type"]) if evidence else ""
+        rest = sorted(set(types.gather(index).drop_nulls().unique().to_list()) - {lead})
+        seen = [lead, *rest] if lead else rest
         names = tuple(occ.tasks["op_name"].gather(mine["first"].head(5)).to_list())
         shown = evidence[0]["sequence"] if evidence else p.aten
         out.append(

@@ -143,6 +143,8 @@ def test_findings_per_card_and_pattern_with_evidence_and_advice():
     (f,) = fusible_findings(tasks, ("0", "1"), th, "torch_npu")
     assert (f.rule, f.card, f.count, f.severity) == ("fusible_sequence", "0", 2, "info")
     assert f.time_us == pytest.approx(15.0 + 7.0)
+    # The longest occurrence's first type, then every other matched type sorted: stable run to run.
+    assert f.op_types == ("Pow", "Adds", "Mul", "ReduceMean", "Rsqrt")
     assert f.share_pct == pytest.approx(100 * 22.0 / 122.0, abs=1e-3)
     assert "torch_npu.npu_rms_norm" in f.advice and "RmsNorm" in f.title
     assert "fused_rms_norm" not in f.advice  # a torch_npu capture is told its own API
