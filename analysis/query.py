@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from npuscope.parsers.columns import UNKNOWN
 from npuscope.parsers.frames import is_communication
 
-from .rules import custom_kernel
+from .rules import CORE_TASKS, CUSTOM_KERNEL_TYPES
 from .totals import aclnn_tasks, aclop_tasks, compute_tasks
 
 QUERY_HELP = """\
@@ -309,6 +310,7 @@ class _Distinct:
     def __init__(self, frame: pl.DataFrame) -> None:
         self.frame = frame
         self.values: dict[str, pl.Series | None] = {}
+        self._own: pl.Expr | None = None
 
     def match(self, kind: str, value: str, column: str) -> pl.Expr:
         expr = _string_match(kind, value, column)
@@ -318,6 +320,16 @@ class _Distinct:
         if distinct is None:
             return expr
         return pl.col(column).is_in(distinct.to_frame().filter(expr.fill_null(False)).to_series().implode())
+
+    def own_kernel(self) -> pl.Expr:
+        """The rows of an application's own kernel (rules.custom_kernel), matched on the
+        distinct op types of the core tasks instead of every row."""
+        if self._own is None:
+            core = pl.col("task_type").is_in(CORE_TASKS).fill_null(False)
+            types = self.frame.filter(core)["op_type"].unique().drop_nulls()
+            own = types.filter(types.str.contains(CUSTOM_KERNEL_TYPES) & (types != UNKNOWN))
+            self._own = (core & pl.col("op_type").is_in(own.implode()).fill_null(False)) if own.len() else pl.lit(False)
+        return self._own
 
     def _distinct(self, column: str) -> pl.Series | None:
         values = self.frame[column]
@@ -344,7 +356,8 @@ def _expr(term: _Term, columns: tuple[str, ...], distinct: _Distinct) -> pl.Expr
         e = {">": col > bound, ">=": col >= bound, "<": col < bound,
              "<=": col <= bound, "=": col == bound}[op]
     elif isinstance(v, bool):
-        e = aclnn_tasks() if v else aclop_tasks()
+        own = distinct.own_kernel()
+        e = aclnn_tasks(own) if v else aclop_tasks(own)
     elif kind in ("card", "confidence"):
         e = pl.col(columns[0]) == v
     elif kind == "kind":
@@ -366,8 +379,10 @@ def _expr(term: _Term, columns: tuple[str, ...], distinct: _Distinct) -> pl.Expr
 def _custom(distinct: _Distinct) -> pl.Expr:
     """Rows of an op type that is an application's own kernel on the row's card (as the rules'
     CardData.custom_types: any core task of the type with a kernel's name)."""
-    by = [c for c in ("card", "op_type") if c in distinct.frame.columns]
-    return custom_kernel().any().over(by)
+    own = distinct.own_kernel()
+    if "card" not in distinct.frame.columns or distinct.frame["card"].n_unique() < 2:
+        return own.any().over("op_type")
+    return own.any().over("card", "op_type")
 
 
 def _in_sequences(frame: pl.DataFrame, fused_op: str) -> pl.Series:

@@ -60,17 +60,21 @@ def compute_tasks() -> pl.Expr:
     return ~is_communication()
 
 
-def aclop_tasks() -> pl.Expr:
+def aclop_tasks(own_kernel: pl.Expr | None = None) -> pl.Expr:
     """Classic acl operator tasks, as the aclop_share finding and the "aclop vs aclnn" card
-    count them: not aclnn, not communication, not CPU, not an application's own kernel."""
-    device = ~pl.col("task_type").is_in([*COMMUNICATION_TASK_TYPES, "CPU"]).fill_null(False) & ~custom_kernel()
-    return device & ~pl.col("is_aclnn").fill_null(False)
+    count them: not aclnn, not communication, not CPU, not an application's own kernel
+    (`own_kernel`: rules.custom_kernel() or an equivalent expression)."""
+    return _operator_tasks(own_kernel) & ~pl.col("is_aclnn").fill_null(False)
 
 
-def aclnn_tasks() -> pl.Expr:
+def aclnn_tasks(own_kernel: pl.Expr | None = None) -> pl.Expr:
     """aclnn operator tasks (op name aclnn*), counted beside `aclop_tasks`."""
-    device = ~pl.col("task_type").is_in([*COMMUNICATION_TASK_TYPES, "CPU"]).fill_null(False) & ~custom_kernel()
-    return device & pl.col("is_aclnn").fill_null(False)
+    return _operator_tasks(own_kernel) & pl.col("is_aclnn").fill_null(False)
+
+
+def _operator_tasks(own_kernel: pl.Expr | None) -> pl.Expr:
+    own = custom_kernel() if own_kernel is None else own_kernel
+    return ~pl.col("task_type").is_in([*COMMUNICATION_TASK_TYPES, "CPU"]).fill_null(False) & ~own
 
 
 def compute_sums() -> list[pl.Expr]:

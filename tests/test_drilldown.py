@@ -157,6 +157,7 @@ KERNELS = [  # (op type, task type, Block Dim, duration us) on 24 AI cores, 48 v
     ("FlashAttentionScore", "MIX_AIC", 12, 150.0),  # at half the cores: not low (low at 90%)
     ("FlashAttentionScoreGrad", "MIX_AIV", 23, 120.0),  # low: 23 < 24
     ("Cast", "AI_CORE", 24, 50.0),  # every core: never low
+    ("add_custom", "AI_VECTOR_CORE", 4, 80.0),  # the application's own kernel: low, never aclop
     ("hcom_allReduce_", "COMMUNICATION", 1, 400.0),  # not a core task
 ]
 
@@ -196,8 +197,8 @@ def _kernel_capture(root: Path) -> Path:
 @pytest.mark.parametrize(
     "moved, low",
     [
-        (False, {"MatMulV2", "Add", "FlashAttentionScoreGrad"}),
-        (True, {"MatMulV2", "Add", "Mul", "FlashAttentionScore", "FlashAttentionScoreGrad"}),
+        (False, {"MatMulV2", "Add", "FlashAttentionScoreGrad", "add_custom"}),
+        (True, {"MatMulV2", "Add", "Mul", "FlashAttentionScore", "FlashAttentionScoreGrad", "add_custom"}),
     ],
 )
 def test_low_parallelism_selects_the_low_blocks_of_each_kind(tmp_path, moved, low):
@@ -209,6 +210,9 @@ def test_low_parallelism_selects_the_low_blocks_of_each_kind(tmp_path, moved, lo
     rows, n, dur, _ = selected(diagnosis.tasks, finding, text)
     assert set(rows["op_type"].to_list()) == low
     assert (n, dur) == (finding.count, pytest.approx(finding.time_us))
+    (aclop,) = [f for f in diagnosis.findings if f.rule == "aclop_share"]
+    rows, n, _, _ = selected(diagnosis.tasks, aclop, drill_down(aclop, th)[0])
+    assert "add_custom" not in rows["op_type"].to_list() and "hcom_allReduce_" not in rows["op_type"].to_list()
     check(profile, diagnosis)
 
 

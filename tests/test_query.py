@@ -451,3 +451,82 @@ def test_a_term_and_its_negation_split_the_tasks(term):
     kept = set(filter_tasks(TASKS, parse_query(term))["row"].to_list())
     dropped = set(filter_tasks(TASKS, parse_query("-" + term))["row"].to_list())
     assert kept | dropped == set(TASKS["row"].to_list()) and not kept & dropped
+
+
+# --- the terms drill-downs use: alternatives, kinds, Block Dim, relative durations, sequences --
+
+def _kernels() -> pl.DataFrame:
+    """One card: an RmsNorm sequence (Rsqrt, Mul), a collective that is not aclop although
+    its name is no aclnn, a CPU task, an application's own kernel and its second call."""
+    rows = [
+        # op_name, op_type, task_type, is_aclnn, duration, block, wait_confidence
+        ("Rsqrt_0", "Rsqrt", "AI_VECTOR_CORE", False, 2.0, 48, None),
+        ("Mul_1", "Mul", "AI_VECTOR_CORE", False, 3.0, 48, None),
+        ("hcom_allReduce__2", "hcom_allReduce_", "HCCL", False, 50.0, 0, "evidence"),
+        ("Mul_3", "Mul", "AI_VECTOR_CORE", False, 30.0, 8, None),
+        ("aclnnAdd_4", "Add", "AI_VECTOR_CORE", True, 1.0, 48, "suspected"),
+        ("host_5", "MemCopy", "CPU", False, 4.0, None, None),
+        ("add_custom_6", "add_custom", "AI_VECTOR_CORE", False, 9.0, 2, "suspected"),
+        ("add_custom_7", "add_custom", "AI_CPU", False, 1.0, 2, None),  # the type is custom: its rows too
+    ]
+    return pl.DataFrame(
+        [(i, "0", *r[:3], r[3], r[4], i * 1000, r[5], r[6], 0.0) for i, r in enumerate(rows)],
+        schema={"row": pl.UInt32, "card": pl.String, "op_name": pl.String, "op_type": pl.String,
+                "task_type": pl.String, "is_aclnn": pl.Boolean, "duration_us": pl.Float64,
+                "start_ns": pl.Int64, "block_num": pl.Int64, "wait_confidence": pl.String,
+                "wait_us": pl.Float64},
+        orient="row",
+    )
+
+
+@pytest.mark.parametrize("query, expected", [
+    ("aclop", [0, 1, 3, 7]),  # not the collective, the CPU task, aclnn or the own kernel's core task
+    ("aclnn", [4]),
+    ("kind:compute", [0, 1, 3, 4, 5, 6, 7]),
+    ("kind:comm", [2]),
+    ("-kind:communication", [0, 1, 3, 4, 5, 6, 7]),
+    ("kind:custom", [6, 7]),
+    ("block<10", [2, 3, 6, 7]),
+    ("block>0 block<10", [3, 6, 7]),
+    ("core:AI_VECTOR_CORE block<24 | core:AI_CPU", [3, 6, 7]),
+    ("type:Mul | type:Rsqrt | kind:comm", [0, 1, 2, 3]),
+    ("type:Mul dur>10 | type:Rsqrt", [0, 3]),
+    ("dur>=1.5xavg", [3]),  # Mul: mean 16.5, 30 >= 24.75; add_custom's two task types are apart
+    ("dur>=1xavg", [0, 2, 3, 4, 5, 6, 7]),
+    ("fused:RmsNorm", [0, 1]),
+    ("fused:rmsnorm -type:Mul", [0]),
+    ("confidence:suspected", [4, 6]),
+    ("-confidence:suspected", [0, 1, 2, 3, 5, 7]),
+])
+def test_drill_down_terms(query, expected):
+    assert rows(query, _kernels()) == expected
+
+
+def test_alternatives_split_at_a_lone_bar_only():
+    assert rows('type:Mul "|"', _kernels()) == []  # quoted: text
+    q = parse_query("type:Mul | type:Rsqrt")
+    assert q.terms == ("type:Mul", "type:Rsqrt")
+    assert filter_stats(STATS, parse_query("type:Cast | type:NonZero"))["op_type"].to_list() == ["Cast", "NonZero"]
+    # An alternative of terms op statistics ignore keeps every row there.
+    assert filter_stats(STATS, parse_query("type:Cast | dur>5")).height == STATS.height
+
+
+@pytest.mark.parametrize("query, word", [
+    ("| type:Mul", "both sides"),
+    ("type:Mul |", "both sides"),
+    ("type:Mul | | type:Add", "both sides"),
+    ("kind:gpu", "unknown kind"),
+    ("fused:NoSuchOp", "no fused operator"),
+    ("confidence:maybe", "unknown confidence"),
+    ("block<ten", "not a number"),
+    ("dur>=xavg", "not a number"),
+])
+def test_drill_down_terms_report_their_errors(query, word):
+    with pytest.raises(QueryError) as exc:
+        parse_query(query)
+    assert word in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_block_needs_its_column():
+    with pytest.raises(QueryError, match="no block_num column"):
+        filter_tasks(TASKS, parse_query("block<10"))
