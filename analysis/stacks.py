@@ -29,7 +29,7 @@ import polars as pl
 from .findings import EVIDENCE_FIELDS, Finding
 from .thresholds import Thresholds
 
-SYNC_OPS = r"^aten::(?:item|_local_scalar_dense)$|(?i)synchronize"
+SYNC_OPS = r"^aten::(?:item|_local_scalar_dense)$|(?i:synchronize)"
 """Framework operators that wait for the device: their host time is synchronisation."""
 
 ADVICE = (
