@@ -16,6 +16,9 @@ these numbers from here, so they cannot disagree. VOCABULARY says it in words (R
                  are counted as "short"
   span           first task start to last task end; None (0 in sums) when the start times
                  cannot be trusted
+  step compute   per step (the Steps tab, the report's and the comparison's steps): the wall
+                 time in which some compute task ran, overlaps counted once (step_trace's
+                 Computing; parsers/steps.py), not a sum of durations
   op types       distinct OP Type values of the card's op statistics (one op type on two core
                  types is one op type); communication types are not op types (msprof leaves
                  them out of op_statistic)
@@ -35,12 +38,16 @@ from .rules import custom_kernel
 from .waits import CAUSES
 
 VOCABULARY = """\
-compute        time of the operator tasks: every task but communication (what op_statistic sums)
-communication  time of the collectives (COMMUNICATION / HCCL tasks); never part of compute
+compute        operator tasks' time: every task but communication
+               (what op_statistic sums)
+communication  time of the collectives (COMMUNICATION, HCCL); never compute
 device time    compute + communication
-wait           Task Wait Time before each task (communication tasks too), by cause
+wait           Task Wait Time before each task (communication too), by cause
 span           first task start to last task end on the card
-op types       distinct OP Type values of the Op statistics tab; communication types not counted"""
+step compute   per step (Steps tab): wall time in which some compute task ran,
+               overlaps counted once
+op types       distinct OP Types of the Op statistics tab; communication
+               types are not op types"""
 """The words every view uses, as the explorer's help and the README's Vocabulary show them."""
 
 TOTAL_KEYS = (

@@ -119,7 +119,8 @@ def test_every_view_gives_the_same_totals_as_the_files(name, generated):
         assert comm > 0 or name == "generated"  # the real captures hold collectives
         tasks = diagnosis.tasks.filter(diagnosis.tasks["card"] == card)
         header = card_summary(profile, diagnosis.tasks, card)
-        kpi = {k.key: k for k in card_kpis(tasks)}["compute_wait"]
+        kpis = {k.key: k for k in card_kpis(tasks)}
+        kpi = kpis["compute_wait"]
         # Header, the report's card section, its card table, the cards view and compare.
         for got in (
             header,
@@ -136,6 +137,9 @@ def test_every_view_gives_the_same_totals_as_the_files(name, generated):
         # The "Compute vs wait" card: compute without communication, and its share of compute + wait.
         assert kpi.detail == f"compute {compute:,.0f} us, waiting {wait:,.0f} us"
         assert kpi.value.startswith(f"{100.0 * compute / (compute + wait):.0f}% / ")
+        # The "aclop vs aclnn" card counts the aclop_share finding's tasks.
+        (aclop,) = [f for f in diagnosis.for_card(card) if f.rule == "aclop_share"]
+        assert kpis["aclop"].value.startswith(f"{aclop.count:,} / ")
         # Op types: the distinct types of the compute tasks, the Op statistics' distinct types.
         assert header["op_types"] == section["summary"]["op_types"] == len(truth.types[card])
         assert len({r["op_type"] for r in section["op_statistic"]}) == len(truth.types[card])
@@ -158,8 +162,9 @@ def test_report_text_says_the_same_compute_in_both_sections(generated):
 
 def test_vocabulary_names_every_word_once():
     words = [line.split()[0] for line in VOCABULARY.splitlines() if line and not line.startswith(" ")]
-    assert words == ["compute", "communication", "device", "wait", "span", "op"]
-    assert "never part of compute" in VOCABULARY
+    assert words == ["compute", "communication", "device", "wait", "span", "step", "op"]
+    assert "never compute" in VOCABULARY
+    assert max(len(line) for line in VOCABULARY.splitlines()) <= 78  # the help screen at 80 columns
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     assert "## Vocabulary" in readme
     for line in VOCABULARY.splitlines():
