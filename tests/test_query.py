@@ -530,3 +530,12 @@ def test_drill_down_terms_report_their_errors(query, word):
 def test_block_needs_its_column():
     with pytest.raises(QueryError, match="no block_num column"):
         filter_tasks(TASKS, parse_query("block<10"))
+
+
+@settings(max_examples=200, deadline=None)
+@given(a=QUERIES, b=QUERIES)
+def test_alternatives_are_the_union(a, b):
+    if not a.strip() or not b.strip():
+        return
+    either = set(rows(f"{a} | {b}"))
+    assert either == set(rows(a)) | set(rows(b))
