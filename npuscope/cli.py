@@ -220,7 +220,7 @@ def run_explorer(args: argparse.Namespace) -> int:
     if app.error_message:
         print(f"npuscope: {one_line(app.error_message)}", file=sys.stderr)
     code = app.return_code or 0
-    if app.busy:
+    if app.left_busy or app.busy:
         # Quit during a load: Textual has restored the terminal; the parse left running in its
         # thread is not waited for (nor is a cache write it queued: later loads sweep it away).
         sys.stdout.flush()

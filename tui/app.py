@@ -99,6 +99,9 @@ class NpuscopeApp(App):
         self.comparing: Job | None = None  # the compare whose result is taken
         self.jobs: list[Job] = []  # every job started (their threads may outlive the app)
         self.dropped: list[tuple[str, int]] = []  # (message, generation) of jobs no longer current
+        # Quit while a load or compare ran: the process ends without waiting for anything it
+        # left (its thread, a cache write it queued), even if the thread has noticed the cancel.
+        self.left_busy = False
 
     async def on_mount(self) -> None:
         asyncio.get_running_loop().set_default_executor(_UnjoinedExecutor(thread_name_prefix="npuscope-worker"))
@@ -316,6 +319,7 @@ class NpuscopeApp(App):
         self.exit()
 
     def _cancel_all(self) -> None:
+        self.left_busy = self.left_busy or self.busy
         for job in self.jobs:
             job.cancel.set()
 
