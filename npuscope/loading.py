@@ -10,6 +10,7 @@ from pathlib import Path
 from npuscope.fixtures.demo_profile import ensure_demo
 from npuscope.parsers import FrameCache, Profile, open_profile
 from npuscope.parsers.profile import SourceChoice
+from npuscope.parsers.timeline import watching
 
 from .progress import StderrProgress
 
@@ -26,16 +27,26 @@ def profile_for_command(
 ) -> Iterator[Profile]:
     """The profile at `path` (default: the bundled demo); late cache problems go to stderr."""
     cache = FrameCache(enabled=not no_cache, background=True)
+    files = [0, 0]  # bytes done before the file being read, bytes of all files
     with StderrProgress("loading") as progress:
-        profile = open_profile(
-            Path(path) if path else ensure_demo(),
-            capture=capture,
-            cache=cache,
-            timeline=timeline,
-            progress=progress,
-            strict=strict,
-            source=source,
-        )
+
+        def on_file(done: int, total: int, label: str) -> None:
+            files[:] = [done, total]
+            progress(done, total, label)
+
+        def on_piece(read: int) -> None:  # a timeline moves the line while it is parsed
+            progress(min(files[0] + read, files[1]), files[1], "timeline")
+
+        with watching(on_piece):
+            profile = open_profile(
+                Path(path) if path else ensure_demo(),
+                capture=capture,
+                cache=cache,
+                timeline=timeline,
+                progress=on_file,
+                strict=strict,
+                source=source,
+            )
     known = len(cache.problems)
     yield profile
     cache.flush()
