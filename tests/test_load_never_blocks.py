@@ -193,6 +193,27 @@ async def test_cancel_request_during_a_reload_keeps_the_open_profile(golden, pad
         assert gate.outcomes == ["cancelled"] and app.main.profile.path == golden
 
 
+async def test_escape_during_a_reload_cancels_it_not_the_filter(golden, paddle, monkeypatch):
+    gate = Gate(load_job.open_profile, paddle)
+    monkeypatch.setattr(load_job, "open_profile", gate)
+    app = NpuscopeApp(golden, cache=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await until(pilot, lambda: app.main.profile is not None, "load A")
+        app.main.apply_filter("type:MatMul")
+        app.post_message(LoadRequested(paddle))
+        await until(pilot, gate.entered.is_set, "load B to start")
+        job = app.loading
+        await pilot.press("escape")
+        assert job is not None and job.cancel.is_set() and app.loading is None
+        assert app.main.has_class("loaded") and app.main.filter_query.text == "type:MatMul"
+        await pilot.press("escape")  # no load now: the screen's Esc clears the filter
+        assert app.main.filter_query.text == ""
+        gate.open()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert gate.outcomes == ["cancelled"] and app.main.profile.path == golden
+
+
 async def test_ctrl_c_during_a_load_quits_as_interrupted(golden, monkeypatch):
     gate = Gate(load_job.open_profile, golden)
     monkeypatch.setattr(load_job, "open_profile", gate)

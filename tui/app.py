@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from textual import on, work
+from textual.actions import SkipAction
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.message import Message
@@ -71,6 +72,8 @@ class NpuscopeApp(App):
         Binding("question_mark", "help", "Keys"),
         # Textual's ctrl+c only says how to quit; during a load it stops it and quits (130).
         Binding("ctrl+c", "interrupt", "Stop loading and quit", show=False, system=True),
+        # Before the screen's own Esc (clear the filter) while a load runs on the main screen.
+        Binding("escape", "cancel_load", "Cancel loading", show=False, priority=True),
     ]
 
     def __init__(
@@ -313,6 +316,11 @@ class NpuscopeApp(App):
             return
         self._cancel_all()
         self.exit(return_code=INTERRUPTED)
+
+    def action_cancel_load(self) -> None:
+        if self.loading is None or self.screen is not self.main:
+            raise SkipAction()  # Esc does what the screen binds it to
+        self.cancel_loading()
 
     async def action_quit(self) -> None:
         self._cancel_all()
