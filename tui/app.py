@@ -317,6 +317,11 @@ class NpuscopeApp(App):
         self._cancel_all()
         self.exit(return_code=INTERRUPTED)
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "cancel_load":  # only while a load runs on the main screen: else hidden
+            return self.loading is not None and self.screen is self.main
+        return super().check_action(action, parameters)
+
     def action_cancel_load(self) -> None:
         if self.loading is None or self.screen is not self.main:
             raise SkipAction()  # Esc does what the screen binds it to
