@@ -51,15 +51,22 @@ from .screens.text_screen import TextScreen
 INTERRUPTED = 130  # the exit code of a start interrupted by ctrl+c, as for any command
 
 
-class _UnjoinedExecutor(ThreadPoolExecutor):
-    """The event loop's default executor, not waited for when the app exits.
+class _LoopExecutor(ThreadPoolExecutor):
+    """The event loop's default executor (Textual's thread workers run in it), not waited for
+    on exit when the app was quit during a load.
 
-    Textual runs thread workers in it and `asyncio.run` joins it on exit: a long worker
-    would hold `q`. The CLI ends the process when work was left running.
+    `asyncio.run` joins it on exit: a long worker (the training views of the profile shown
+    before a reload) would hold `q`. The CLI then ends the process without waiting either.
     """
 
+    def __init__(self, app: NpuscopeApp) -> None:
+        super().__init__(thread_name_prefix="npuscope-worker")
+        self.app = app
+
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        super().shutdown(wait=False, cancel_futures=True)
+        if self.app.left_busy:
+            wait, cancel_futures = False, True
+        super().shutdown(wait=wait, cancel_futures=cancel_futures)
 
 
 class NpuscopeApp(App):
@@ -107,7 +114,7 @@ class NpuscopeApp(App):
         self.left_busy = False
 
     async def on_mount(self) -> None:
-        asyncio.get_running_loop().set_default_executor(_UnjoinedExecutor(thread_name_prefix="npuscope-worker"))
+        asyncio.get_running_loop().set_default_executor(_LoopExecutor(self))
         await self.push_screen(self.main)
         self.start_load(self.path, self.capture)
 
