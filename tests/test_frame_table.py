@@ -476,3 +476,42 @@ def test_report_cells_round_to_what_they_print(value):
     s = signed(value, 1)
     assert s[0] in "+-" or round(value, 1) == 0  # a sign, except on what rounds to zero
     assert float(s.replace(",", "")) == pytest.approx(value, abs=half)
+
+
+def test_unit_columns_scale_instead_of_cutting_numbers() -> None:
+    """A `unit` column shows its values in the unit that fits its width and says which."""
+    frame = pl.DataFrame({"start_us": [108_288_920.4, 5.0], "dur_us": [-0.0001, 12.5], "n": [25_000, 3]})
+    columns = (
+        Column("start_us", "Start", 9, numeric=True, unit="us"),
+        Column("dur_us", "Dur", 10, numeric=True, unit="us"),
+        Column("n", "Count", 3, numeric=True, decimals=0),
+    )
+    table = FrameTable(frame, columns)
+    header, first, second = (table.render_line(y).text for y in range(3))
+    assert header.split() == ["Start(s)", "Dur(us)", "Count"]
+    assert first.split() == ["108.289", "0.000", "25,000"]  # never "-0.000", never cut with "…"
+    assert second.split() == ["0.000", "12.500", "3"]
+    assert "…" not in first + second
+    assert [c.full_title for c in columns] == ["Start(us)", "Dur(us)", "Count"]
+
+
+def test_columns_by_priority_fit_the_room_and_the_rest_follow() -> None:
+    from npuscope.tui.widgets.frame_table import Shown, arrange
+
+    def shown(key: str, width: int, **kw) -> Shown:
+        return Shown(Column(key, key, width, **kw), width, key)
+
+    cols = [
+        shown("start", 9, priority=1),
+        shown("name", 34, priority=1, flex=True, min_width=12),
+        shown("task", 14, priority=2),
+        shown("dur", 14, priority=1),
+        shown("shapes", 26, priority=3),
+    ]
+    # 80 cells: start, name, dur fit; name takes what is left; task and shapes follow.
+    out = arrange(cols, 60)
+    assert [(s.column.key, s.width) for s in out] == [("start", 9), ("name", 33), ("dur", 14), ("task", 14), ("shapes", 26)]
+    # The sorted column comes first even at a low priority.
+    out = arrange(cols, 60, sort_key="shapes")
+    assert [s.column.key for s in out][:3] == ["start", "name", "shapes"]
+    assert arrange(cols, 0) == cols  # no width known: as given

@@ -10,7 +10,11 @@ the frame itself is never converted to Python. Sorting and filtering stay in pol
 new frame there and hand it to `set_data`, which keeps the cursor on the same logical row.
 
 Screen line 0 is a fixed header (column titles, ▲/▼ on the sorted column); the data rows
-follow. The widget scrolls horizontally when the columns are wider than it is.
+follow. The columns fit the widget's width: those of the best `priority` (and the sorted one)
+are shown first, a `flex` column takes the room left, and the rest follow off to the right,
+where the table scrolls sideways. Numbers are never cut inside a cell: a column with a `unit`
+shows its values in the unit that fits (us, ms or s; the header says which), and any other
+numeric column is as wide as its widest value.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-__all__ = ["Column", "FrameTable"]
+__all__ = ["Column", "FrameTable", "Shown"]
 
 ELLIPSIS = "…"
 NULL_TEXT = "-"
@@ -70,6 +74,19 @@ class Column:
     """A numeric 0..100 value drawn as the value plus a small inline bar (e.g. Ratio(%))."""
     style_key: str | None = None
     """Frame column whose value picks this cell's style from `FrameTable.cell_styles`."""
+    unit: str = ""
+    """Unit of the values ("us"): shown in the unit that fits the width, named in the header."""
+    priority: int = 0
+    """Lower shows first when the table is narrower than its columns (the sorted one always)."""
+    flex: bool = False
+    """Takes the room the shown columns leave (never narrower than `min_width`)."""
+    min_width: int = 8
+    """Narrowest a `flex` column gets."""
+
+    @property
+    def full_title(self) -> str:
+        """The title with the unit of the frame's values (as exports name the column)."""
+        return f"{self.title}({self.unit})" if self.unit else self.title
 
     def __post_init__(self) -> None:
         if self.width < 1:
@@ -99,24 +116,104 @@ def fit(text: str, width: int, right: bool = False) -> str:
     return padding + text if right else text + padding
 
 
-def format_value(value: Any, column: Column) -> str:
-    """The text of one cell before fitting: null as "-", numbers with thousands separators."""
+# Larger units of a column's `unit`, smallest first: (name, values per one of it).
+UNIT_SCALES: dict[str, tuple[tuple[str, float], ...]] = {
+    "us": (("us", 1.0), ("ms", 1e3), ("s", 1e6)),
+    "ns": (("ns", 1.0), ("us", 1e3), ("ms", 1e6), ("s", 1e9)),
+    "MB": (("MB", 1.0), ("GB", 1024.0)),
+}
+
+
+def _number(value: float, decimals: int) -> str:
+    text = f"{value:,.{decimals}f}"
+    if text.startswith("-") and not text.strip("-0.,"):
+        return text[1:]  # "-0.000": a negative that rounds to zero reads as zero
+    return text
+
+
+def format_value(value: Any, column: Column, scale: float = 1.0) -> str:
+    """The text of one cell before fitting: null as "-", numbers with thousands separators
+    (divided by `scale`: the unit the column is shown in)."""
     if value is None:
         return NULL_TEXT
     if column.numeric:
         if isinstance(value, bool):
             return str(value)
-        if isinstance(value, int):
+        if isinstance(value, int) and scale == 1.0:
             return f"{value:,}"
-        if isinstance(value, float):
-            if value != value:
-                return "NaN"
-            return f"{value:,.{column.decimals}f}"
+        if isinstance(value, float) and value != value:
+            return "NaN"
         try:
-            return f"{value:,.{column.decimals}f}"
+            return _number(float(value) / scale, column.decimals)
         except (TypeError, ValueError):
             return str(value)
     return value if isinstance(value, str) else str(value)
+
+
+@dataclass(frozen=True)
+class Shown:
+    """A column as drawn: its width, the unit its numbers are shown in, and that unit's scale."""
+
+    column: Column
+    width: int
+    title: str
+    scale: float = 1.0
+
+
+def number_width(extremes: Sequence[Any], column: Column, scale: float = 1.0) -> int:
+    """Cells the widest of a numeric column's values takes (its min and max decide it)."""
+    return max((len(format_value(v, column, scale)) for v in extremes if v is not None), default=0)
+
+
+def shown_column(column: Column, extremes: Sequence[Any]) -> Shown:
+    """`column` in the unit its values fit in, as wide as its widest value needs."""
+    if not column.numeric:
+        return Shown(column, column.width, column.title)
+    if column.bar:  # the value, a space and the bar
+        bar = _bar_width(column.width)
+        return Shown(column, max(column.width, number_width(extremes, column) + 1 + bar), column.title)
+    if column.unit:
+        scales = UNIT_SCALES.get(column.unit, ((column.unit, 1.0),))
+        for name, scale in scales:
+            need = number_width(extremes, column, scale)
+            if need <= column.width:
+                return Shown(column, column.width, f"{column.title}({name})", scale)
+        name, scale = scales[-1]
+        title = f"{column.title}({name})"
+        return Shown(column, max(column.width, number_width(extremes, column, scale)), title, scale)
+    return Shown(column, max(column.width, number_width(extremes, column)), column.title)
+
+
+def arrange(shown: Sequence[Shown], room: int, sort_key: str | None = None) -> list[Shown]:
+    """The columns in drawing order for a table `room` cells wide (0: unknown, all as given).
+
+    By priority (the sorted column first) columns are taken while they fit; they keep their
+    given order, a `flex` one widened to the room left, and the others follow to the right.
+    """
+    if room <= 0:
+        return list(shown)
+    ranked = sorted(range(len(shown)), key=lambda i: (shown[i].column.key != sort_key, shown[i].column.priority))
+    used = 1
+    taken: set[int] = set()
+    reserve: dict[int, int] = {}  # a flex column's room to grow, kept from later priorities
+    for i in ranked:
+        c = shown[i]
+        need = (min(c.width, c.column.min_width) if c.column.flex else c.width) + 1
+        held = sum(r for p, r in reserve.items() if p < c.column.priority)
+        if used + need + held > room:
+            break
+        taken.add(i)
+        used += need
+        if c.column.flex:
+            reserve[c.column.priority] = reserve.get(c.column.priority, 0) + max(c.width - c.column.min_width, 0)
+    flex = [i for i in sorted(taken) if shown[i].column.flex]
+    out: list[Shown] = []
+    for i in sorted(taken):
+        c = shown[i]
+        if flex and i == flex[0]:
+            c = Shown(c.column, max(room - used + min(c.width, c.column.min_width), 1), c.title, c.scale)
+        out.append(c)
+    return out + [shown[i] for i in range(len(shown)) if i not in taken]
 
 
 def _bar_width(width: int) -> int:
@@ -291,6 +388,10 @@ class FrameTable(ScrollView, can_focus=True):
         self._shown: pl.DataFrame | None = None  # _frame in display order, built on demand
         self._view: pl.DataFrame = pl.DataFrame()  # only the columns drawn or used for styles
         self._columns: tuple[Column, ...] = ()
+        self._all_shown: list[Shown] = []
+        self._display: list[Shown] = []
+        self._needed: dict[str, int] = {}
+        self._room = -1
         self._sort: tuple[str, bool] | None = None
         self._row_count = 0
         self._line_width = 1
@@ -409,19 +510,18 @@ class FrameTable(ScrollView, can_focus=True):
         self._columns = columns
         self._sort = sort
         self._row_count = frame.height if order is None else order.len()
-        positions = {key: index for index, key in enumerate(needed)}
-        self._value_positions = [positions[column.key] for column in columns]
-        self._style_positions = [
-            None if column.style_key is None else positions[column.style_key] for column in columns
-        ]
-        self._bar_widths = [_bar_width(column.width) if column.bar else 0 for column in columns]
-        starts = []
-        x = 1
-        for column in columns:
-            starts.append(x)
-            x += column.width + 1
-        self._column_starts = starts
-        self._line_width = x
+        self._needed = {key: index for index, key in enumerate(needed)}
+        numeric = [c.key for c in columns if c.numeric]
+        extremes: dict[str, tuple[Any, Any]] = {}
+        if numeric and frame.height:
+            row = frame.select(
+                *(pl.col(k).min().alias(f"{k}\0min") for k in numeric),
+                *(pl.col(k).max().alias(f"{k}\0max") for k in numeric),
+            ).row(0)
+            extremes = {k: (row[i], row[i + len(numeric)]) for i, k in enumerate(numeric)}
+        self._all_shown = [shown_column(c, extremes.get(c.key, ())) for c in columns]
+        self._room = -1
+        self._arrange()
         self._clear_caches()
 
         index = 0
@@ -431,13 +531,58 @@ class FrameTable(ScrollView, can_focus=True):
             if found is not None:
                 index, kept = found, True
 
-        height = self._row_count + 1 if self._row_count else 2
-        width = self._line_width if self._row_count else max(self._line_width, cell_len(EMPTY_TEXT) + 2)
-        self.virtual_size = Size(width, height)
+        self._set_virtual_size()
         self.set_reactive(FrameTable.cursor, index)
         self._scroll_cursor_into_view(screen_offset=old_screen_offset if kept else None, top=not kept)
         self.refresh()
         self._post_highlighted()
+
+    def _set_virtual_size(self) -> None:
+        height = self._row_count + 1 if self._row_count else 2
+        width = self._line_width if self._row_count else max(self._line_width, cell_len(EMPTY_TEXT) + 2)
+        self.virtual_size = Size(width, height)
+
+    def _room_now(self) -> int:
+        """Cells a line has on screen (0 before layout): the width less the vertical scrollbar."""
+        width = self.size.width if self.is_attached else 0
+        if width <= 0:
+            return 0
+        if self._row_count + 1 > self.size.height:
+            width -= self.styles.scrollbar_size_vertical
+        return max(width, 1)
+
+    def _arrange(self) -> bool:
+        """Lay the columns out for the current width; False if nothing changed."""
+        room = self._room_now()
+        if room == self._room:
+            return False
+        self._room = room
+        self._display = arrange(self._all_shown, room, self._sort[0] if self._sort else None)
+        positions = self._needed
+        self._value_positions = [positions[d.column.key] for d in self._display]
+        self._style_positions = [
+            None if d.column.style_key is None else positions[d.column.style_key] for d in self._display
+        ]
+        self._bar_widths = [_bar_width(d.width) if d.column.bar else 0 for d in self._display]
+        starts = []
+        x = 1
+        for d in self._display:
+            starts.append(x)
+            x += d.width + 1
+        self._column_starts = starts
+        self._line_width = x
+        return True
+
+    @property
+    def shown_columns(self) -> tuple[Shown, ...]:
+        """The columns in drawing order, as wide as drawn, with the unit of their numbers."""
+        return tuple(self._display)
+
+    def visible_titles(self) -> list[str]:
+        """Header titles of the columns wholly on screen at the current horizontal scroll."""
+        left = round(self.scroll_x)
+        right = left + (self._room_now() or self._line_width)
+        return [d.title for d, x in zip(self._display, self._column_starts) if x >= left and x + d.width <= right]
 
     def move_to(self, index: int) -> None:
         """Put the cursor on row `index` (clamped to the frame) and scroll it into view."""
@@ -563,7 +708,7 @@ class FrameTable(ScrollView, can_focus=True):
         index = bisect.bisect_right(self._column_starts, x) - 1
         if index < 0 or x >= self._line_width - 1:
             return None
-        return self._columns[index]
+        return self._display[index].column
 
     async def _on_click(self, event: events.Click) -> None:
         offset = event.get_content_offset(self)
@@ -585,6 +730,10 @@ class FrameTable(ScrollView, can_focus=True):
         self._post_highlighted()
 
     def on_resize(self, event: events.Resize) -> None:
+        if self._arrange():
+            self._clear_caches(keep_window=True)
+            self._set_virtual_size()
+            self.refresh()
         self._scroll_cursor_into_view()
 
     # ------------------------------------------------------------------ rendering
@@ -655,22 +804,26 @@ class FrameTable(ScrollView, can_focus=True):
 
     def _render_header(self) -> Strip:
         styles = self._get_table_styles()
-        segments = [Segment(" ", styles.header)]
         sort_key, descending = self._sort if self._sort else (None, False)
-        for column in self._columns:
-            width = column.width
-            title = column.title
-            style = styles.header
-            if column.key == sort_key:
-                arrow = SORT_DESCENDING if descending else SORT_ASCENDING
-                style = styles.header_sorted
-                if width >= 3:
-                    title = f"{fit(title, width - 2).rstrip()} {arrow}"
+        arrow = SORT_DESCENDING if descending else SORT_ASCENDING
+        # The arrow takes the separator after the title when the title fills its cell, so a
+        # sorted header is never cut.
+        cells: list[tuple[str, Style]] = [(" ", styles.header)]
+        for d in self._display:
+            sorted_here = d.column.key == sort_key
+            style = styles.header_sorted if sorted_here else styles.header
+            title = d.title
+            if sorted_here:
+                if cell_len(title) + 2 <= d.width:
+                    cells.append((fit(f"{title} {arrow}", d.width, d.column.numeric), style))
+                    cells.append((" ", styles.header))
                 else:
-                    title = arrow
-            segments.append(Segment(fit(title, width, column.numeric), style))
-            segments.append(Segment(" ", styles.header))
-        return Strip(segments, self._line_width)
+                    cells.append((fit(title, d.width, d.column.numeric), style))
+                    cells.append((arrow, style))
+            else:
+                cells.append((fit(title, d.width, d.column.numeric), style))
+                cells.append((" ", styles.header))
+        return Strip([Segment(text, style) for text, style in cells], self._line_width)
 
     def _render_row(self, index: int, is_cursor: bool) -> Strip:
         styles = self._get_table_styles()
@@ -679,21 +832,22 @@ class FrameTable(ScrollView, can_focus=True):
         space = Segment(" ", row_style)
         segments = [space]
         cell_styles = self._parsed_cell_styles
-        for column, position, style_position, bar_width in zip(
-            self._columns, self._value_positions, self._style_positions, self._bar_widths
+        for shown, position, style_position, bar_width in zip(
+            self._display, self._value_positions, self._style_positions, self._bar_widths
         ):
+            column, width = shown.column, shown.width
             value = values[position]
             style = row_style
             if style_position is not None:
                 extra = cell_styles.get(values[style_position])
                 if extra is not None:
                     style = row_style + extra
-            text = format_value(value, column)
+            text = format_value(value, column, shown.scale)
             if bar_width:
-                segments.append(Segment(fit(text, column.width - bar_width - 1, True) + " ", style))
+                segments.append(Segment(fit(text, width - bar_width - 1, True) + " ", style))
                 segments.append(Segment(_bar_text(value, bar_width), row_style + styles.bar))
             else:
-                segments.append(Segment(fit(text, column.width, column.numeric), style))
+                segments.append(Segment(fit(text, width, column.numeric), style))
             segments.append(space)
         return Strip(segments, self._line_width)
 

@@ -72,14 +72,18 @@ def block(level: float) -> str:
 
 
 def format_time(ns: float, span_ns: float) -> str:
-    """`ns` relative to the card start, in a unit and precision that resolve `span_ns`."""
+    """`ns` relative to the card start, in a unit and precision that resolve `span_ns`
+    ("us" as the tables write it; a value that rounds to zero is "0", never "-0")."""
     if ns == 0:
-        return "0 ms" if span_ns >= 1e6 else ("0 µs" if span_ns >= 1e3 else "0 ns")
+        return "0 ms" if span_ns >= 1e6 else ("0 us" if span_ns >= 1e3 else "0 ns")
     magnitude = max(abs(ns), span_ns)
-    units = (("s", 1e9), ("ms", 1e6), ("µs", 1e3))
+    units = (("s", 1e9), ("ms", 1e6), ("us", 1e3))
     unit, scale = next(((u, s) for u, s in units if magnitude >= s), ("ns", 1.0))
     decimals = 0 if unit == "ns" else min(6, max(1, math.ceil(math.log10(scale * 10 / max(span_ns, 1)))))
-    return f"{ns / scale:.{decimals}f} {unit}"
+    text = f"{ns / scale:.{decimals}f}"
+    if text.startswith("-") and not text.strip("-0."):
+        text = text[1:]
+    return f"{text} {unit}"
 
 
 def format_zoom(factor: float) -> str:
@@ -96,8 +100,8 @@ class MiniTimeline(Widget, can_focus=True):
     BINDINGS = [
         Binding("+,=", "zoom_in", "Zoom in"),
         Binding("-", "zoom_out", "Zoom out"),
-        Binding("a,left", "pan_left", "Pan left", show=False),
-        Binding("d,right", "pan_right", "Pan right", show=False),
+        Binding("left,h,<", "pan_left", "Pan left", show=False),
+        Binding("right,l,>", "pan_right", "Pan right", show=False),
         Binding("0", "fit", "Fit", show=False),
     ]
 
@@ -174,9 +178,7 @@ class MiniTimeline(Widget, can_focus=True):
             self._selected = None
             self.window = None
         else:
-            if self._selected is not None and not (
-                model.start_ns <= self._selected[0] <= model.end_ns
-            ):
+            if self._selected is not None and not (model.start_ns <= self._selected[0] <= model.end_ns):
                 self._selected = None
             self.window = fit(model)
         self.refresh(layout=True)
