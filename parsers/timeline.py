@@ -279,7 +279,7 @@ def read_timeline(
         whole = False
         try:
             for i, buf in enumerate(_pieces(path, chunk_bytes)):
-                read = len(buf)
+                read = len(buf) - 2  # the piece's bytes of the file, without the brackets added
                 raw = _parse_piece(buf)
                 del buf
                 if hook is not None:

@@ -305,3 +305,31 @@ def test_the_loader_stops_on_its_own_cancel_event(golden):
             use_cache=False,
             cancel=threading.Event(),
         )
+
+
+def test_progress_moves_by_bytes_while_the_timeline_is_parsed(tmp_path):
+    """A 20 MB timeline is parsed in pieces of 8 MB: progress is reported after each, by bytes
+    read, before the timeline is done (not only once per file)."""
+    from npuscope.fixtures.generate import generate
+    from npuscope.parsers.timeline import CHUNK_BYTES
+
+    generated = generate(tmp_path / "profile", json_mb=20)
+    (timeline,) = [p for p in generated.files if p.suffix == ".json"]
+    size = timeline.stat().st_size
+    assert size > 2 * CHUNK_BYTES
+    seen: list[tuple[int, int, str]] = []
+    load_job.load_profile(
+        generated.root,
+        capture=None,
+        read=app_module.ReadOptions(),
+        thresholds=None,
+        use_cache=False,
+        cancel=threading.Event(),
+        progress=lambda *a: seen.append(a),
+    )
+    total = sum(p.stat().st_size for p in generated.files)
+    pieces = [done for done, _, label in seen if label == "timeline"]
+    assert len(pieces) >= size // CHUNK_BYTES  # one report per piece
+    assert pieces == sorted(pieces) and pieces[0] < size // 2
+    assert [d for d, _, _ in seen] == sorted(d for d, _, _ in seen)  # bytes only ever rise
+    assert all(t == total for _, t, _ in seen)
