@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from rich.cells import cell_len
 from rich.markup import escape
-from rich.table import Table
+from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
+from textual.containers import ScrollableContainer
 from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
@@ -19,6 +21,7 @@ from ..widgets.communication_pane import CommunicationPane
 from ..widgets.frame_table import FrameTable
 from ..widgets.mini_timeline import MiniTimeline
 from .capture_screen import CaptureScreen
+from .text_screen import NARROW_WIDTH
 
 KEY_NAMES = {
     "left_square_bracket": "[",
@@ -32,6 +35,10 @@ KEY_NAMES = {
     "plus": "+",
     "minus": "-",
     "equals_sign": "=",
+    "less_than_sign": "<",
+    "greater_than_sign": ">",
+    "comma": ",",
+    "full_stop": ".",
     "left": "←",
     "right": "→",
     "up": "↑",
@@ -59,11 +66,10 @@ def all_keys(
     """Every key: the app's and the main screen's (as given), then each pane's and screen's."""
     rows = key_rows("everywhere", app_bindings)
     rows.append(("everywhere", "ctrl+p", "Command palette: every action"))
+    rows.append(("everywhere", "Tab shift+Tab", "Move the focus: cards, table, timeline"))
     rows += key_rows("main", main_bindings)
+    rows.append(("main", "", "(these work wherever the focus is, but in the filter bar)"))
     rows += key_rows("cards", CardsPane.BINDINGS)
-    rows.append(
-        ("cards", "Enter", "Filter the tables to the finding and jump to its worst task; a training finding: its tab")
-    )
     rows += key_rows("tables", FrameTable.BINDINGS)
     rows.append(("op statistics", "Enter", "Show that op type's tasks in the op summary"))
     rows.append(("training tabs", "/ d w t s r", "Filter and sort the visible tab's table (each tab its own)"))
@@ -76,6 +82,20 @@ def all_keys(
     return rows
 
 
+def keys_text(rows: Sequence[KeyRow]) -> Text:
+    """The rows as aligned lines, one per key, never wrapped (the page scrolls sideways)."""
+    head = ("where", "keys", "does")
+    widths = [max(cell_len(r[i]) for r in (head, *rows)) for i in range(2)]
+    text = Text()
+    text.append(f"{head[0]:<{widths[0]}}  {head[1]:<{widths[1]}}  {head[2]}\n", style="bold")
+    for where, keys, does in rows:
+        text.append(f"{where:<{widths[0]}}  ", style="dim")
+        text.append(f"{keys:<{widths[1]}}  ", style="bold")
+        text.append(f"{does}\n")
+    text.rstrip()
+    return text
+
+
 class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,question_mark,q", "dismiss", "Close")]
 
@@ -84,16 +104,16 @@ class HelpScreen(ModalScreen[None]):
         self.rows = rows
 
     def compose(self) -> ComposeResult:
-        table = Table(box=None, header_style="bold", expand=True)
-        table.add_column("where")
-        table.add_column("keys")
-        table.add_column("does")
-        for where, keys, does in self.rows:
-            table.add_row(where, escape(keys), escape(does))
-        self.keys_table = table
-        with VerticalScroll(id="help", classes="dialog"):
+        self.keys_table = keys_text(self.rows)
+        with ScrollableContainer(id="help", classes="dialog"):
             yield Label("Keys", classes="dialog-title")
-            yield Static(table)
+            yield Static(self.keys_table, id="help-keys")
             yield Label("Filter language", classes="section")
-            yield Static(escape(QUERY_HELP))
-            yield Label("Esc closes", classes="hint")
+            yield Static(escape(QUERY_HELP), id="help-query")
+            yield Label("↑↓ ←→ scroll · Esc closes", classes="hint")
+
+    def on_mount(self) -> None:
+        self.query_one("#help").focus()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.set_class(self.size.width < NARROW_WIDTH, "narrow")

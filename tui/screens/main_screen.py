@@ -1,30 +1,17 @@
 """The main screen: header, cards, the op and training-level tabs, mini timeline.
 
-It keeps the view state (card, filter, sort per table) and asks the analysis layer for the
-frames to show; the widgets only render what they are given. The training-level views
-(steps, communication, host API, memory) are read in a worker once the first screen shows;
-their tabs say "reading…" until then, and each tab keeps its own sorts and filter.
-
-| key | action |
-|---|---|
-| `[` / `]` | previous / next card |
-| `p` / `P` | pick a card / pick a capture |
-| `1` / `2` | op summary / op statistics |
-| `3` / `4` / `5` / `6` | steps / communication / host API / memory |
-| `o` | communication: collectives per op type / per op |
-| `/` | filter the visible tab; Esc clears |
-| `d` / `w` / `t` | sort by duration / by wait / chronological (again: reverse) |
-| `s` / `r` | sort by the next column / reverse the order |
-| `e` | export the current table (CSV and markdown) |
-| `y` | copy the selected task's op report (and write it to a file) |
-| `i` | detail of the highlighted finding card |
-| `v` | cards view: card against card |
-| `C` | compare with another profile (the open one is BASE) |
-| `c` | capture a new profile on a training host (opened here when fetched) |
+What it shows (card, tab, filters, sorts, highlighted rows, cards open) is a `ViewState`
+(tui/view_state.py): keys apply its pure transitions and the screen renders the result,
+asking the analysis layer for the frames; the widgets only draw what they are given. The
+training-level views (steps, communication, host API, memory) are read in a worker once the
+first screen shows; their tabs say "reading…" until then, and each tab keeps its own sorts
+and filter. Loading, comparing and cancelling are requests posted to the app
+(tui/messages.py). The keys are listed under `MainScreen.BINDINGS`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
 
@@ -36,8 +23,9 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Label, ProgressBar, Static, TabbedContent, TabPane
 
-from npuscope.analysis import Diagnosis, Finding
+from npuscope.analysis import Diagnosis
 from npuscope.analysis.card_spread import card_spread, render_card_spread
+from npuscope.analysis.drilldown import TASK_COLUMNS, drill_down
 from npuscope.analysis.export import export_dir, export_table, write_text_atomic
 from npuscope.analysis.kpis import card_kpis
 from npuscope.analysis.op_report import op_report
@@ -53,12 +41,28 @@ from npuscope.analysis.timeline_view import TimelineModel, build_model
 from npuscope.analysis.totals import card_summary
 from npuscope.analysis.training_rules import training_findings
 from npuscope.analysis.training_tables import card_step_windows, step_marks
+from npuscope.analysis.wait_evidence import wait_evidence
 from npuscope.parsers import Profile, ProfileError
 from npuscope.parsers.training import TrainingViews, read_training_views
 
 from ..explorer import explorer
+from ..messages import CancelRequested, CompareRequested, LoadRequested
 from ..palette import CAUSE_STYLES
+from ..view_state import (
+    ViewState,
+    close_cards,
+    next_sort_column,
+    reverse,
+    select,
+    set_card,
+    set_filter,
+    set_sort,
+    set_tab,
+    sort_by,
+    toggle_cards,
+)
 from ..widgets.cards_pane import CardsPane
+from ..widgets.cards_strip import CardsStrip
 from ..widgets.communication_pane import CommunicationPane
 from ..widgets.filter_bar import FilterBar
 from ..widgets.frame_table import Column, FrameTable
@@ -72,35 +76,38 @@ from .capture_screen import CaptureScreen
 from .finding_screen import FindingScreen
 from .path_prompt import PathPrompt
 from .pick_screen import PickScreen
+from .task_screen import TaskScreen
 from .text_screen import TextScreen
 
+# Priorities: what 80 columns show (Op Name takes the room left); the rest scrolls sideways.
 SUMMARY_COLUMNS = (
-    Column("start_us", "Start(us)", 14, numeric=True),
-    Column("op_name", "Op Name", 34),
-    Column("op_type", "OP Type", 18),
-    Column("task_type", "Task Type", 14),
-    Column("duration_us", "Duration(us)", 13, numeric=True),
-    Column("wait_us", "Wait(us)", 12, numeric=True),
-    Column("wait_cause", "Cause", 13, style_key="wait_cause"),
-    Column("input_shapes", "Input Shapes", 26),
-    Column("input_dtypes", "Input Dtypes", 18),
+    Column("start_us", "Start", 9, numeric=True, unit="us", priority=1),
+    Column("op_name", "Op Name", 34, flex=True, min_width=12, priority=1),
+    Column("op_type", "OP Type", 13, priority=1),
+    Column("task_type", "Task Type", 14, priority=2),
+    Column("duration_us", "Duration", 14, numeric=True, unit="us", priority=1),
+    Column("wait_us", "Wait", 10, numeric=True, unit="us", priority=1),
+    Column("wait_cause", "Cause", 13, style_key="wait_cause", priority=1),
+    Column("input_shapes", "Input Shapes", 26, priority=3),
+    Column("input_dtypes", "Input Dtypes", 18, priority=4),
 )
 STATS_COLUMNS = (
-    Column("op_type", "OP Type", 24),
-    Column("core_type", "Core Type", 14),
-    Column("count", "Count", 9, numeric=True, decimals=0),
-    Column("total_us", "Total(us)", 14, numeric=True),
-    Column("avg_us", "Avg(us)", 11, numeric=True),
-    Column("max_us", "Max(us)", 11, numeric=True),
-    Column("max_over_avg", "Max/Avg", 8, numeric=True, decimals=1),
-    Column("ratio_pct", "Ratio(%)", 20, numeric=True, bar=True),
+    Column("op_type", "OP Type", 24, flex=True, min_width=14, priority=1),
+    Column("core_type", "Core Type", 14, priority=3),
+    Column("count", "Count", 7, numeric=True, decimals=0, priority=1),
+    Column("total_us", "Total", 11, numeric=True, unit="us", priority=1),
+    Column("avg_us", "Avg", 9, numeric=True, unit="us", priority=2),
+    Column("max_us", "Max", 9, numeric=True, unit="us", priority=2),
+    Column("max_over_avg", "Max/Avg", 7, numeric=True, decimals=1, priority=3),
+    Column("ratio_pct", "Ratio(%)", 20, numeric=True, bar=True, priority=1),
 )
-TASK_VIEW = (
+_SHOWN = (
     "row", "card", "start_ns", "start_us", "op_name", "op_type", "task_type", "duration_us",
     "wait_us", "wait_cause", "input_shapes", "input_dtypes", "is_aclnn", "op_state",
-)
+)  # fmt: skip
+# The columns shown plus those the drill-down filters read.
+TASK_VIEW = _SHOWN + tuple(c for c in TASK_COLUMNS if c not in _SHOWN)
 MODEL_DELAY_S = 0.3
-DEFAULT_SORT = {"summary": ("row", False), "stats": ("total_us", True)}
 # The training-level tabs: id -> (title, pane); a finding's view names the tab it drills into.
 TRAINING_TABS: dict[str, tuple[str, type[ViewPane]]] = {
     "steps": ("Steps [3]", StepsPane),
@@ -110,37 +117,22 @@ TRAINING_TABS: dict[str, tuple[str, type[ViewPane]]] = {
 }
 # Tab titles that shorten to fit 80 columns: (narrow, wide).
 CARDS_WIDTH = 41  # the cards pane and its border (app.tcss)
+# From this width the cards pane stands beside the tables; below it they fold into a strip.
+CARDS_BESIDE_WIDTH = 140
 WIDE_TABS_WIDTH = 92  # the tab bar with the wide titles
 TAB_TITLES = {"stats": ("Op stats [2]", "Op statistics [2]"), "communication": ("Comm [4]", "Communication [4]")}
 TAB_FILTER_HINT = "/ filter this tab: text  name:x  type:allReduce  dur>1000 (its time)  wait>500 (its wait)  -term"
 OP_FILTER_HINT = FilterBar.PLACEHOLDER
 VIEW_TABS = {"steps": "steps", "communication": "communication", "links": "communication"}
 VIEW_TABS |= {"host_api": "host_api", "memory": "memory"}
-WAIT_RULES = {"recompilation": "recompilation", "host_op_wait": "host_op", "communication_wait": "communication"}
-
-
-def drill_down_query(finding: Finding) -> tuple[str, tuple[str, bool]]:
-    """The filter and sort that show a finding's tasks, worst first."""
-    terms = [f"type:{t}" for t in finding.op_types[:1]]
-    sort = ("duration_us", True)
-    if finding.rule in WAIT_RULES:
-        if finding.rule == "communication_wait":  # its op types are a ranking: every one is shown
-            terms = []
-        terms.append(f"cause:{WAIT_RULES[finding.rule]}")
-        sort = ("wait_us", True)
-    elif finding.rule == "ai_cpu":
-        terms.append("core:AI_CPU")
-    elif finding.rule == "long_task":
-        terms.append("dur>1000")
-    elif finding.rule == "aclop_share":
-        terms = ["aclop"]
-    return " ".join(terms), sort
 
 
 class MainScreen(Screen):
+    # Keys of the screen work wherever the focus is (the focused widget's own keys come first:
+    # the filter bar's typing, a table's arrows, the timeline's arrows).
     BINDINGS = [
-        Binding("left_square_bracket", "card(-1)", "Prev card"),
-        Binding("right_square_bracket", "card(1)", "Next card"),
+        Binding("[", "card(-1)", "Prev card"),
+        Binding("]", "card(1)", "Next card"),
         Binding("p", "pick_card", "Pick card", show=False),
         Binding("P", "pick_capture", "Pick capture", show=False),
         Binding("1", "tab('summary')", "Op summary", show=False),
@@ -149,32 +141,78 @@ class MainScreen(Screen):
         Binding("4", "tab('communication')", "Communication", show=False),
         Binding("5", "tab('host_api')", "Host API", show=False),
         Binding("6", "tab('memory')", "Memory", show=False),
-        Binding("slash", "filter", "Filter"),
+        Binding("/", "filter", "Filter"),
         Binding("escape", "escape", "Clear", show=False),
         Binding("d", "sort('duration_us')", "Sort dur"),
         Binding("w", "sort('wait_us')", "Sort wait"),
-        Binding("t", "sort('row')", "Chrono", show=False),
-        Binding("s", "next_sort_column", "Sort col", show=False),
-        Binding("r", "reverse", "Reverse", show=False),
+        Binding("t", "sort('row')", "Time order (again: reverse)", show=False),
+        Binding("s", "next_sort_column", "Sort by the next column", show=False),
+        Binding("r", "reverse", "Reverse the order", show=False),
+        Binding("enter", "open_row", "Open the highlighted row", show=False),
+        Binding("f", "cards", "Cards"),
+        Binding("i", "detail", "Detail of the highlighted finding", show=False),
         Binding("e", "export", "Export"),
         Binding("y", "copy_report", "Copy op report"),
         Binding("v", "card_spread", "Cards view", show=False),
         Binding("C", "compare", "Compare with…", show=False),
         Binding("c", "capture", "Capture"),
+        Binding("+,=", "timeline('zoom_in')", "Timeline: zoom in", show=False),
+        Binding("-", "timeline('zoom_out')", "Timeline: zoom out", show=False),
+        Binding("<", "timeline('pan_left')", "Timeline: pan left", show=False),
+        Binding(">", "timeline('pan_right')", "Timeline: pan right", show=False),
+        Binding("0", "timeline('fit')", "Timeline: fit the card", show=False),
     ]
+    """
+    | key | action |
+    |---|---|
+    | `Tab` / `shift+Tab` | focus: cards, table, timeline (Textual's focus chain) |
+    | `[` / `]` | previous / next card |
+    | `p` / `P` | pick a card / pick a capture |
+    | `1` … `6` | op summary, op statistics, steps, communication, host API, memory |
+    | `/` | filter the visible tab; Esc clears |
+    | `d` / `w` / `t` | sort by duration / by wait / time order; the same key again reverses |
+    | `s` / `r` | sort by the next column / reverse the order |
+    | `Enter` | op summary: the task's detail; op statistics: that op type's tasks |
+    | `f` | the findings cards (below 140 columns they fold into one line) |
+    | `i` | detail of the highlighted finding card |
+    | `+` `-` `<` `>` `0` | timeline: zoom in / out, pan left / right, fit |
+    | `e` / `y` | export the table / copy the selected task's op report |
+    | `v` / `C` / `c` | cards view / compare with another profile / capture |
+    """
 
     def __init__(self) -> None:
         super().__init__()
         self.profile: Profile | None = None
         self.diagnosis: Diagnosis | None = None
-        self.card: str = ""
-        self.filter_query: Query = parse_query("")
-        self.sorts: dict[str, tuple[str, bool]] = dict(DEFAULT_SORT)
+        self.state = ViewState()
+        self._queries: dict[str, Query] = {"": parse_query("")}
         self._card_tasks: dict[str, pl.DataFrame] = {}
         self._models: dict[str, TimelineModel] = {}
         self._summary_totals: tuple[int, float, float] = (0, 0.0, 0.0)
         self.views: TrainingViews | None = None
         self.step_windows: pl.DataFrame | None = None
+
+    # ---------------------------------------------------------------- view state
+    # What the screen shows lives in `self.state` (tui/view_state.py); keys apply pure
+    # transitions to it and the screen renders from it.
+    @property
+    def card(self) -> str:
+        return self.state.card
+
+    @property
+    def sorts(self) -> Mapping[str, tuple[str, bool]]:
+        return self.state.sorts
+
+    @property
+    def filter_query(self) -> Query:
+        """The op tabs' filter, parsed (it parsed when it was set)."""
+        text = self.state.filter_of("summary")
+        if text not in self._queries:
+            self._queries[text] = parse_query(text)
+        return self._queries[text]
+
+    def _set_card(self, card: str) -> None:
+        self.state = set_card(self.state, card)
 
     # ---------------------------------------------------------------- layout
     def compose(self) -> ComposeResult:
@@ -183,6 +221,7 @@ class MainScreen(Screen):
             yield Label("opening", id="loading-label")
             yield ProgressBar(total=100, show_eta=False, id="loading-bar")
             yield Label("Esc cancels", classes="hint")
+        yield CardsStrip(id="cards-strip")
         with Horizontal(id="body"):
             yield CardsPane(id="cards")
             with Vertical(id="tables"):
@@ -204,10 +243,12 @@ class MainScreen(Screen):
         self.query_one("#filter").display = False
 
     def on_resize(self, event) -> None:
-        self.set_class(self.size.width < 110, "narrow")
+        narrow = self.size.width < CARDS_BESIDE_WIDTH
+        self.set_class(narrow, "narrow")
         self.set_class(self.size.height < 30, "short")
+        self._render_cards_open()
         tabs = self.query_one("#tabs", TabbedContent)
-        room = self.size.width - (0 if self.size.width < 110 else CARDS_WIDTH)  # beside the cards when wide
+        room = self.size.width - (0 if narrow else CARDS_WIDTH)  # beside the cards when wide
         for tab, (short, wide) in TAB_TITLES.items():
             tabs.get_tab(tab).label = short if room < WIDE_TABS_WIDTH else wide
 
@@ -226,7 +267,7 @@ class MainScreen(Screen):
         self._card_tasks.clear()
         self._models.clear()
         self.add_class("loaded")
-        self.card = profile.cards[0] if profile.cards else ""
+        self._set_card(profile.cards[0] if profile.cards else "")
         self.views, self.step_windows = None, None
         for pane in self.panes():
             pane.show_reading()
@@ -272,6 +313,7 @@ class MainScreen(Screen):
             skipped=p.skipped_rows,
         )
         self.query_one(CardsPane).show(d.for_card(self.card), card_kpis(tasks))
+        self.query_one(CardsStrip).show(d.for_card(self.card))
         timeline = self.query_one(MiniTimeline)
         timeline.set_steps(step_marks(self.step_windows, self.card) if self.step_windows is not None else ())
         for pane in self.panes():
@@ -292,6 +334,8 @@ class MainScreen(Screen):
             key, desc = self.sorts["summary"]
             tasks = self.card_tasks()
             order = task_positions(tasks, self.filter_query, key, desc)
+            if key == "row" and desc:
+                order = order.reverse()
             summary.set_data(
                 tasks, SUMMARY_COLUMNS, sort=(key, desc) if key != "row" else None, keep_key=None, order=order
             )
@@ -355,6 +399,7 @@ class MainScreen(Screen):
         for pane in self.panes():
             pane.show(views, self.card)
         self.query_one(CardsPane).show(diagnosis.for_card(self.card), card_kpis(self.card_tasks()))
+        self.query_one(CardsStrip).show(diagnosis.for_card(self.card))
         self.query_one(MiniTimeline).set_steps(step_marks(windows, self.card))
         if problem:
             self.notify(problem, title="Training views", severity="warning", markup=False)
@@ -380,7 +425,10 @@ class MainScreen(Screen):
         else:
             text = f"{table.row_count:,} op types"
         key, desc = self.sorts["summary" if table.id == "summary-table" else "stats"]
-        order = "time order" if key == "row" else f"sorted by {key} {'▼' if desc else '▲'}"
+        if key == "row":
+            order = "time order, latest first" if desc else "time order"
+        else:
+            order = f"sorted by {key} {'▼' if desc else '▲'}"
         flt = f" · filter: {self.filter_query.text}" if self.filter_query.text else ""
         self.query_one("#status", Static).update(f"{text} · {order}{flt}")
 
@@ -396,15 +444,16 @@ class MainScreen(Screen):
         if not self.profile or len(self.profile.cards) < 2:
             return
         cards = self.profile.cards
-        self.card = cards[(cards.index(self.card) + step) % len(cards)]
+        self._set_card(cards[(cards.index(self.card) + step) % len(cards)])
         self._show_card()
 
     def action_pick_card(self) -> None:
         if not self.profile:
             return
+
         def chosen(card: str | None) -> None:
             if card is not None and card != self.card:
-                self.card = card
+                self._set_card(card)
                 self._show_card()
 
         self.app.push_screen(PickScreen("Pick a card", list(self.profile.cards), self.card), chosen)
@@ -418,7 +467,7 @@ class MainScreen(Screen):
 
         def chosen(name: str | None) -> None:
             if name is not None and name != current:
-                explorer(self.app).load(name)
+                self.app.post_message(LoadRequested(None, name))
 
         self.app.push_screen(PickScreen("Pick a capture (newest first)", names, current), chosen)
 
@@ -446,6 +495,7 @@ class MainScreen(Screen):
 
     @on(TabbedContent.TabActivated)
     def _tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        self.state = set_tab(self.state, event.tabbed_content.active or "summary")
         if self.profile is None:
             return
         self._show_filter_bar()
@@ -459,9 +509,12 @@ class MainScreen(Screen):
 
     def action_escape(self) -> None:
         if self.profile is None:
-            explorer(self.app).cancel_loading()
+            self.app.post_message(CancelRequested())
             return
-        if self._filter_text():
+        if self.has_class("cards-open"):
+            self.close_cards()
+            self.current_table().focus()
+        elif self._filter_text():
             self.apply_filter("")
 
     def apply_filter(self, text: str, *, sort: tuple[str, bool] | None = None, jump_to_row: int | None = None) -> bool:
@@ -471,12 +524,14 @@ class MainScreen(Screen):
             self.notify(str(exc), title="Filter", severity="error", markup=False)
             return False
         if (pane := self.current_pane()) is not None:  # a training tab: its own filter
+            self.state = set_filter(self.state, query.text)
             pane.set_filter(query)
             self._show_filter_bar()
             return True
-        self.filter_query = query
+        self._queries[query.text] = query
+        self.state = set_filter(self.state, query.text, tab="summary")
         if sort is not None:
-            self.sorts["summary"] = sort
+            self.state = set_sort(self.state, "summary", sort)
         bar = self.query_one(FilterBar)
         bar.value = self.filter_query.text
         bar.display = bool(self.filter_query.text)
@@ -489,9 +544,8 @@ class MainScreen(Screen):
         table = "summary" if self.current_table().id == "summary-table" else "stats"
         if table == "stats":
             key = {"duration_us": "total_us", "wait_us": "total_us", "row": "total_us"}.get(key, key)
-        current, desc = self.sorts[table]
         # First press sorts worst first (chronological: earliest first); again reverses.
-        self.sorts[table] = (key, not desc) if current == key else (key, key != "row")
+        self.state = sort_by(self.state, table, key)
         self.refresh_tables(which=(table,))
 
     def action_next_sort_column(self) -> None:
@@ -499,18 +553,61 @@ class MainScreen(Screen):
             return pane.next_sort_column()
         table = "summary" if self.current_table().id == "summary-table" else "stats"
         columns = [c.key for c in (SUMMARY_COLUMNS if table == "summary" else STATS_COLUMNS)]
-        current, _ = self.sorts[table]
-        nxt = columns[(columns.index(current) + 1) % len(columns)] if current in columns else columns[0]
-        self.sorts[table] = (nxt, True)
+        self.state = next_sort_column(self.state, table, columns)
         self.refresh_tables(which=(table,))
 
     def action_reverse(self) -> None:
         if (pane := self.current_pane()) is not None:
             return pane.reverse()
         table = "summary" if self.current_table().id == "summary-table" else "stats"
-        key, desc = self.sorts[table]
-        self.sorts[table] = (key, not desc)
+        self.state = reverse(self.state, table)
         self.refresh_tables(which=(table,))
+
+    def action_open_row(self) -> None:
+        """Enter wherever the focus is: what Enter on the visible table's row does."""
+        self.current_table().action_select_cursor()
+
+    def action_cards(self) -> None:
+        """Narrow: open the cards in place of the tables (again: back). Wide: focus them."""
+        cards = self.query_one(CardsPane)
+        if self.has_class("narrow"):
+            self.state = toggle_cards(self.state)
+            self._render_cards_open()
+            if self.state.cards_open:
+                cards.focus()
+            else:
+                self.current_table().focus()
+        elif cards.has_focus:
+            self.current_table().focus()
+        else:
+            cards.focus()
+
+    def close_cards(self) -> None:
+        self.state = close_cards(self.state)
+        self._render_cards_open()
+
+    def _render_cards_open(self) -> None:
+        opened = self.state.cards_open and self.has_class("narrow")
+        self.set_class(opened, "cards-open")
+        self.query_one(CardsStrip).set_opened(opened)
+
+    def action_detail(self) -> None:
+        finding = self.query_one(CardsPane).highlighted_finding()
+        if finding is None:
+            self.notify("No findings on this card.")
+            return
+        self.app.push_screen(FindingScreen(finding))
+
+    def action_timeline(self, action: str) -> None:
+        timeline = self.query_one(MiniTimeline)
+        getattr(timeline, f"action_{action}")()
+
+    def open_task(self, row: dict) -> None:
+        """The detail panel of the op-summary task `row`."""
+        profile, diagnosis = self.loaded
+        task = diagnosis.tasks.row(int(row["row"]), named=True)
+        evidence = wait_evidence(profile.events, task)
+        self.app.push_screen(TaskScreen(task, diagnosis.for_card(self.card), partial(self.copy_report, task), evidence))
 
     def action_export(self) -> None:
         if not self.profile:
@@ -518,17 +615,19 @@ class MainScreen(Screen):
         table = self.current_table()
         if self.current_pane() is not None:
             which = (table.id or "table").removesuffix("-table").replace("_", "-")
-            columns = [(c.key, c.title) for c in table.columns]
+            columns = [(c.key, c.full_title) for c in table.columns]
         else:
             which = "op-summary" if table.id == "summary-table" else "op-statistic"
-            columns = [(c.key, c.title) for c in (SUMMARY_COLUMNS if which == "op-summary" else STATS_COLUMNS)]
+            columns = [(c.key, c.full_title) for c in (SUMMARY_COLUMNS if which == "op-summary" else STATS_COLUMNS)]
         stem = f"{self.profile.capture.name}-card{self.card}-{which}"
         try:
             csv_path, md_path = export_table(table.frame, columns, self.exports_dir(), stem)
         except ProfileError as exc:
             self.notify(str(exc), title=exc.title, severity="error", markup=False)
             return
-        self.notify(f"{table.row_count:,} rows written to {csv_path} and {md_path.name}", title="Exported", markup=False)
+        self.notify(
+            f"{table.row_count:,} rows written to {csv_path} and {md_path.name}", title="Exported", markup=False
+        )
 
     def action_copy_report(self) -> None:
         if not self.profile:
@@ -537,8 +636,11 @@ class MainScreen(Screen):
         if row is None:
             self.notify("No task selected.", severity="warning")
             return
+        self.copy_report(self.loaded[1].tasks.row(int(row["row"]), named=True))
+
+    def copy_report(self, task: dict) -> None:
+        """Copy the op report of `task` (a row of the diagnosis' tasks) and write it to a file."""
         profile, diagnosis = self.loaded
-        task = diagnosis.tasks.row(int(row["row"]), named=True)
         text = op_report(profile, diagnosis, task)
         self.app.copy_to_clipboard(text)
         name = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in task["op_name"])[:60]
@@ -559,9 +661,10 @@ class MainScreen(Screen):
     def action_compare(self) -> None:
         if not self.profile:
             return
+
         def chosen(path: str | None) -> None:
             if path:
-                explorer(self.app).compare(Path(path).expanduser())
+                self.app.post_message(CompareRequested(Path(path).expanduser()))
 
         self.app.push_screen(PathPrompt("Compare with (NEW profile; the open one is BASE)"), chosen)
 
@@ -582,16 +685,20 @@ class MainScreen(Screen):
         if (pane := self.current_pane()) is not None:
             return pane.header_sort(message.table, message.key)
         table = "summary" if message.table.id == "summary-table" else "stats"
-        current, desc = self.sorts[table]
-        self.sorts[table] = (message.key, not desc) if current == message.key else (message.key, True)
+        self.state = sort_by(self.state, table, message.key, descending=True)
         self.refresh_tables(which=(table,))
 
     @on(FrameTable.RowHighlighted, "#summary-table")
     def _task_highlighted(self, message: FrameTable.RowHighlighted) -> None:
         row = message.row
         if row:
+            self.state = select(self.state, "summary", row["row"])
             end = row["start_ns"] + round(row["duration_us"] * 1000)
             self.query_one(MiniTimeline).select(int(row["start_ns"]), end)
+
+    @on(FrameTable.RowSelected, "#summary-table")
+    def _task_chosen(self, message: FrameTable.RowSelected) -> None:
+        self.open_task(message.row)
 
     @on(FrameTable.RowSelected, "#stats-table")
     def _type_chosen(self, message: FrameTable.RowSelected) -> None:
@@ -618,6 +725,7 @@ class MainScreen(Screen):
 
     @on(CardsPane.Chosen)
     def _card_chosen(self, message: CardsPane.Chosen) -> None:
+        self.close_cards()
         finding = message.finding
         if finding.view in VIEW_TABS:
             tab = VIEW_TABS[finding.view]
@@ -626,7 +734,7 @@ class MainScreen(Screen):
             pane.drill_down(finding)
             self.action_tab(tab)
             return
-        text, sort = drill_down_query(finding)
+        text, sort = drill_down(finding, explorer(self.app).thresholds)
         worst = finding.evidence[0]["row"] if finding.evidence else None
         self.query_one("#tabs", TabbedContent).active = "summary"  # the filter is the op tabs'
         if self.apply_filter(text, sort=sort, jump_to_row=worst):

@@ -12,6 +12,7 @@ from npuscope.analysis import Finding
 from npuscope.analysis.findings import SEVERITY_MARK
 from npuscope.analysis.kpis import Kpi
 
+from ..digits import group_digits
 from ..format import human_us
 
 SEVERITY_CLASS = {"critical": "card--critical", "warning": "card--warning", "info": "card--info"}
@@ -31,7 +32,7 @@ class FindingCard(ListItem):
             ("  suspected" if f.confidence == "suspected" else "", "italic"),
         )
         yield Label(head, classes="card-head")
-        yield Label(escape(f.title), classes="card-title")
+        yield Label(escape(group_digits(f.title)), classes="card-title")
         first = f.advice.split(":")[0].split(";")[0].strip().rstrip(".")
         yield Label(escape(first + "."), classes="card-advice")
 
@@ -47,9 +48,17 @@ class KpiCard(ListItem):
 
 
 class CardsPane(ListView):
-    """Findings first, then KPIs. Enter drills down; `i` opens the finding's detail."""
+    """Findings first, then KPIs. Enter drills down; `i` (a key of the main screen, so it
+    works wherever the focus is) opens the highlighted finding's detail."""
 
-    BINDINGS = [Binding("i", "detail", "Card detail")]
+    BINDINGS = [
+        Binding(
+            "enter",
+            "select_cursor",
+            "Filter the tables to the finding, jump to its worst task (a training finding: its tab)",
+            show=False,
+        )
+    ]
 
     class Chosen(Message):
         def __init__(self, finding: Finding) -> None:
@@ -68,9 +77,13 @@ class CardsPane(ListView):
             self.extend(items)
             self.index = 0
 
-    def _highlighted_finding(self) -> Finding | None:
+    def highlighted_finding(self) -> Finding | None:
+        """The finding of the highlighted card (the first finding if a KPI card is highlighted)."""
         item = self.highlighted_child
-        return item.finding if isinstance(item, FindingCard) else None
+        if isinstance(item, FindingCard):
+            return item.finding
+        first = self.query(FindingCard).first() if self.query(FindingCard) else None
+        return first.finding if first is not None else None
 
     def on_list_view_selected(self, event: ListView.Selected) -> None:
         event.stop()
@@ -78,6 +91,6 @@ class CardsPane(ListView):
             self.post_message(self.Chosen(event.item.finding))
 
     def action_detail(self) -> None:
-        finding = self._highlighted_finding()
+        finding = self.highlighted_finding()
         if finding is not None:
             self.post_message(self.DetailRequested(finding))
