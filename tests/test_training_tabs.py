@@ -14,6 +14,7 @@ import threading
 import pytest
 from pilot_helpers import wait_loaded
 
+from npuscope.analysis.drilldown import drill_down
 from npuscope.analysis.query import parse_query
 from npuscope.analysis.timeline_view import step_row
 from npuscope.analysis.training_tables import StepBar, TableFields, bar_cells, view_positions
@@ -21,7 +22,7 @@ from npuscope.fixtures.generate import generate
 from npuscope.parsers import ReadOptions
 from npuscope.tui.app import NpuscopeApp
 from npuscope.tui.screens import main_screen
-from npuscope.tui.screens.main_screen import MainScreen, drill_down_query
+from npuscope.tui.screens.main_screen import MainScreen
 from npuscope.tui.widgets.cards_pane import CardsPane, FindingCard
 from npuscope.tui.widgets.frame_table import FrameTable
 from npuscope.tui.widgets.mini_timeline import MiniTimeline
@@ -271,7 +272,7 @@ async def test_host_api_tab_and_a_card_without_rows(samples, tmp_path):
 
 async def test_training_finding_drills_down_to_its_tab(samples, tmp_path):
     app = _app(samples / "real" / GPT3, tmp_path)
-    async with app.run_test(size=(120, 40)) as pilot:
+    async with app.run_test(size=(140, 40)) as pilot:
         screen = await wait_views(pilot)
         cards = screen.query_one(CardsPane)
         items = list(cards.query(FindingCard))
@@ -292,7 +293,7 @@ async def test_training_finding_drills_down_to_its_tab(samples, tmp_path):
         cards.focus()
         cards.index = ops[0]
         await pilot.press("enter")
-        text, _ = drill_down_query(items[ops[0]].finding)
+        text, _ = drill_down(items[ops[0]].finding, app.thresholds)
         assert screen.query_one("#tabs").active == "summary" and screen.filter_query.text == text
         assert pane.filter_query.text == ""
 
