@@ -1,12 +1,14 @@
-"""SVG snapshots of the explorer at fixed sizes (update with --snapshot-update)."""
+"""SVG snapshots of the explorer at the sizes people run it in (update with --snapshot-update,
+after looking at the difference in snapshot_report.html)."""
 
 from __future__ import annotations
 
+import pytest
 from pilot_helpers import wait_loaded
+from textual.widgets import Input
 
 from npuscope.fixtures.demo_profile import ensure_demo
 from npuscope.tui.app import NpuscopeApp
-from npuscope.tui.widgets.cards_pane import CardsPane
 
 
 def _app() -> NpuscopeApp:
@@ -15,32 +17,39 @@ def _app() -> NpuscopeApp:
 
 async def _loaded(pilot) -> None:
     await wait_loaded(pilot)
+    for field in pilot.app.screen.query(Input):  # a blinking cursor would differ between runs
+        field.cursor_blink = False
 
 
-def test_main_screen(snap_compare):
-    assert snap_compare(_app(), terminal_size=(140, 44), run_before=_loaded)
+def _after(*keys: str):
+    async def run(pilot) -> None:
+        await _loaded(pilot)
+        for key in keys:
+            await pilot.press(key)
+        await pilot.pause()
+        for field in pilot.app.screen.query(Input):
+            field.cursor_blink = False
+
+    return run
 
 
-def test_narrow_screen(snap_compare):
-    assert snap_compare(_app(), terminal_size=(80, 24), run_before=_loaded)
+@pytest.mark.parametrize("size", [(80, 24), (100, 30), (160, 50)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_main_screen_after_w(snap_compare, size):
+    assert snap_compare(_app(), terminal_size=size, run_before=_after("w"))
+
+
+def test_task_detail_80x24(snap_compare):
+    assert snap_compare(_app(), terminal_size=(80, 24), run_before=_after("w", "enter"))
+
+
+def test_cards_view_80x24(snap_compare):
+    assert snap_compare(_app(), terminal_size=(80, 24), run_before=_after("v"))
 
 
 def test_finding_detail(snap_compare):
-    async def open_detail(pilot) -> None:
-        await _loaded(pilot)
-        pilot.app.main.query_one(CardsPane).focus()
-        await pilot.press("i")
-        await pilot.pause()
-
-    assert snap_compare(_app(), terminal_size=(120, 40), run_before=open_detail)
+    assert snap_compare(_app(), terminal_size=(120, 40), run_before=_after("i"))
 
 
 def test_capture_screen(snap_compare, tmp_path, monkeypatch):
     monkeypatch.setenv("NPUSCOPE_CONFIG_DIR", str(tmp_path))  # no remembered host
-
-    async def open_capture(pilot) -> None:
-        await _loaded(pilot)
-        await pilot.press("c")
-        await pilot.pause()
-
-    assert snap_compare(_app(), terminal_size=(120, 40), run_before=open_capture)
+    assert snap_compare(_app(), terminal_size=(120, 40), run_before=_after("c"))

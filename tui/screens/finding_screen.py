@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import JustifyMethod
 from rich.markup import escape
 from rich.table import Table
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -12,6 +13,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
 from npuscope.analysis import Finding
+
+from ..digits import group_digits
+from .text_screen import NARROW_WIDTH
 
 
 def view_table(finding: Finding) -> Table:
@@ -39,14 +43,8 @@ def evidence_table(finding: Finding) -> Table:
     if finding.view:
         return view_table(finding)
     table = Table(expand=True, header_style="bold", box=None)
-    columns: tuple[tuple[str, JustifyMethod], ...] = (
-        ("Op Name", "left"), ("OP Type", "left"), ("Task Type", "left"), ("Start(us)", "right"),
-        ("Duration(us)", "right"), ("Wait(us)", "right"), ("Cause", "left"), ("Input Shapes", "left"),
-    )
-    for title, justify in columns:
-        table.add_column(title, justify=justify, overflow="ellipsis", no_wrap=True)
-    for row in finding.evidence:
-        table.add_row(
+    rows = [
+        (
             escape(str(row.get("op_name"))),
             escape(str(row.get("op_type"))),
             escape(str(row.get("task_type"))),
@@ -56,6 +54,20 @@ def evidence_table(finding: Finding) -> Table:
             escape(str(row.get("wait_cause") or "-")),
             escape(str(row.get("input_shapes") or "-")),
         )
+        for row in finding.evidence
+    ]
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("Op Name", "left"), ("OP Type", "left"), ("Task Type", "left"), ("Start(us)", "right"),
+        ("Duration(us)", "right"), ("Wait(us)", "right"), ("Cause", "left"), ("Input Shapes", "left"),
+    )  # fmt: skip
+    for i, (title, justify) in enumerate(columns):
+        if justify == "right":  # numbers are never cut: as wide as the widest
+            width = max([len(title)] + [len(r[i]) for r in rows])
+            table.add_column(title, justify=justify, no_wrap=True, min_width=width)
+        else:
+            table.add_column(title, justify=justify, overflow="ellipsis", no_wrap=True, ratio=1)
+    for r in rows:
+        table.add_row(*r)
     return table
 
 
@@ -66,11 +78,14 @@ class FindingScreen(ModalScreen[None]):
         super().__init__()
         self.finding = finding
 
+    def on_resize(self, event: events.Resize) -> None:
+        self.set_class(self.size.width < NARROW_WIDTH, "narrow")
+
     def compose(self) -> ComposeResult:
         f = self.finding
         counted = f"count {f.count:,} · {f.view} tab" if f.view else f"{f.count:,} task(s)"
         with VerticalScroll(id="finding", classes="dialog"):
-            yield Label(escape(f"{f.severity.upper()}  {f.title}"), classes="dialog-title")
+            yield Static(escape(f"{f.severity.upper()}  {group_digits(f.title)}"), classes="dialog-title")
             yield Static(
                 escape(
                     f"rule {f.rule} · card {f.card} · threshold: {f.threshold} · "
