@@ -112,6 +112,11 @@ async def test_steps_tab_bars_sort_filter_card_switch_and_timeline(generated, tm
         assert table.frame["free_us"].to_list() == sorted((r["free_us"] for r in truth), reverse=True)
         await pilot.press("t")
         assert table.frame["step"].to_list() == [r["step"] for r in truth]
+        await pilot.press("t")  # again: reversed
+        assert table.frame["step"].to_list() == [r["step"] for r in reversed(truth)]
+        assert "natural order, reversed" in _status(screen)
+        await pilot.press("t")
+        assert table.frame["step"].to_list() == [r["step"] for r in truth]
 
         # The filter of this tab only: dur compares the step time.
         cut = sorted(r["step_us"] for r in truth)[1]

@@ -154,6 +154,8 @@ class ViewPane(Vertical):
                 continue
             key, desc = self.sorts[spec.name]
             order = view_positions(frame, self.filter_query, spec.fields, key, desc)
+            if key == "row" and desc and "row" not in frame.columns:  # `t` again: last row first
+                order = order.reverse()
             self.table(spec.name).set_data(
                 frame, spec.columns, sort=None if key == "row" else (key, desc), keep_key=None, order=order
             )
@@ -206,7 +208,10 @@ class ViewPane(Vertical):
         total = frame.height if frame is not None else 0
         shown = self.current_table().row_count if total else 0
         key, desc = self.sorts[spec.name]
-        order = "natural order" if key == "row" else f"sorted by {key} {'▼' if desc else '▲'}"
+        if key == "row":
+            order = "natural order, reversed" if desc else "natural order"
+        else:
+            order = f"sorted by {key} {'▼' if desc else '▲'}"
         text = f"{shown:,} of {total:,} {self.noun(spec)} · {order}"
         if self.filter_query.text:
             text += f" · filter: {self.filter_query.text}"
