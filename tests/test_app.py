@@ -245,6 +245,10 @@ async def test_palette_offers_every_main_screen_action(tmp_path):
         for binding in MainScreen.BINDINGS:
             if binding.action != "escape":
                 assert binding.description in titles, binding.description
+        keys = {c.title: c.help for c in app.get_system_commands(screen)}
+        # Keys named as people write them, not Textual's key names.
+        assert keys["Prev card"] == "key: [" and keys["Next card"] == "key: ]" and keys["Filter"] == "key: /"
+        assert not any("square_bracket" in h or "slash" in h for h in keys.values())
         command = next(c for c in app.get_system_commands(screen) if c.title == "Sort wait")
         await command.callback()
         await pilot.pause()

@@ -112,6 +112,11 @@ async def check_size(size: tuple[int, int], tmp_path: Path, beside: bool) -> Non
         else:
             focus.focus()
         await pilot.pause()
+        if focus is timeline:  # Enter with the timeline focused: the table row's action
+            await pilot.press("enter")
+            assert isinstance(app.screen, TaskScreen)
+            await pilot.press("escape")
+            assert timeline.has_focus
         await pilot.press("i")
         assert isinstance(app.screen, FindingScreen)
         await pilot.press("escape")
