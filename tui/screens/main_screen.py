@@ -46,6 +46,7 @@ from npuscope.parsers import Profile, ProfileError
 from npuscope.parsers.training import TrainingViews, read_training_views
 
 from ..explorer import explorer
+from ..format import human_us
 from ..messages import CancelRequested, CompareRequested, LoadRequested
 from ..palette import CAUSE_STYLES
 from ..view_state import (
@@ -421,7 +422,7 @@ class MainScreen(Screen):
         if table.id == "summary-table":
             rows, dur, wait = self._summary_totals
             total = self.card_tasks().height
-            text = f"{rows:,} of {total:,} tasks · Σ duration {dur:,.1f} us · Σ wait {wait:,.1f} us"
+            text = f"{rows:,} of {total:,} tasks · Σ dur {human_us(dur)} · Σ wait {human_us(wait)}"
         else:
             text = f"{table.row_count:,} op types"
         key, desc = self.sorts["summary" if table.id == "summary-table" else "stats"]
