@@ -176,7 +176,7 @@ cd {q(workdir)} || {{ say "cannot enter the working directory "{q(workdir)}; fin
 export PYTHONUNBUFFERED="${{PYTHONUNBUFFERED:-1}}"  # the log is followed live
 {exports}( {" ".join(q(a) for a in boot)} >> "$LOG" 2>&1; echo $? > "$RUN/rc.tmp"; mv "$RUN/rc.tmp" "$RUN/rc" ) &
 while [ ! -f "$RUN/rc" ]; do
-{captured}  sleep 0.5
+{captured}  sleep 0.2
 done
 rc=$(cat "$RUN/rc" 2>/dev/null || echo 0)
 [ "$rc" = 0 ] || finish "$rc"
@@ -241,7 +241,7 @@ cd "$RUN" 2>/dev/null || {{ echo {MARK_NO_RUN}{t}; exit 0; }}
 {ALIVE}i=0; while [ ! -s pid ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
 touch log 2>/dev/null
 if [ -f exit ] || ! alive "$RUN"; then cat log
-elif tail --help 2>&1 | grep -q -e --pid; then tail -n +1 -f --pid="$(cat pid)" log
+elif tail --help 2>&1 | grep -q -e --pid; then tail -n +1 -f -s 0.2 --pid="$(cat pid)" log  # -s: look for the pid every 0.2 s (default 1 s)
 else  # a tail without --pid (busybox): no live log, all of it at the end
   while [ ! -f exit ] && alive "$RUN"; do sleep 1; done; cat log
 fi
