@@ -173,14 +173,16 @@ def open_profile(
     timeline: bool = True,
     progress: Progress | None = None,
     cancel: threading.Event | None = None,
-    pmu: bool = True,
+    pmu: bool | Literal["ratios"] = True,
     strict: bool = False,
     source: SourceChoice = "auto",
 ) -> Profile:
     """Discover and parse one capture (the newest unless `capture` names one).
 
     `pmu=False` leaves the PMU counter columns out of the tasks frame (their names are still
-    reported): the explorer never shows them, and on 2M rows they are ~400 MB.
+    reported): on 2M rows they are ~400 MB. `pmu="ratios"` keeps only the pipe ratio columns
+    (`*_ratio`), what the bound type of an op type is computed from (the explorer: its
+    findings and op statistics name the same bound as the report's).
     `strict=True` refuses a file with damaged rows instead of skipping them with a note.
     `source` picks the text or the db export when a capture has both (`auto`: the db, as
     Huawei's own analysers do); the other is never read.
@@ -192,7 +194,10 @@ def open_profile(
     def task_columns(names: list[str]) -> list[str]:
         extra = [n for n in names if n not in TASK_ORDER]
         seen_pmu.extend(n for n in extra if n not in seen_pmu)
-        return names if pmu else [n for n in names if n in TASK_ORDER]
+        if pmu is True:
+            return names
+        ratios = pmu == "ratios"
+        return [n for n in names if n in TASK_ORDER or (ratios and n.endswith("_ratio"))]
 
     root = Path(path).expanduser()
     captures = discover(root)

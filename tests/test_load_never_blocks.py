@@ -292,7 +292,7 @@ def test_the_loader_stops_on_its_own_cancel_event(golden):
         cancel=threading.Event(),
         progress=lambda *a: seen.append(a),
     )
-    assert profile.tasks.equals(open_profile(golden, cache=FrameCache(enabled=False), pmu=False).tasks)
+    assert profile.tasks.equals(open_profile(golden, cache=FrameCache(enabled=False), pmu="ratios").tasks)
     total = sum(p.stat().st_size for p in profile.files)
     assert seen[-1] == (total, total, "diagnosing")
     assert all(done <= t == total for done, t, _ in seen)

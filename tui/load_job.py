@@ -103,7 +103,7 @@ def load_profile(
             cache=cache,
             progress=on_file,
             cancel=cancel,
-            pmu=False,
+            pmu="ratios",  # the bound types of the report's findings and op statistics
             strict=read.strict,
             source=read.source,
             timeline=read.timeline,
@@ -123,4 +123,4 @@ def open_for_compare(other: Path, *, use_cache: bool, cancel: threading.Event) -
             raise Cancelled()
 
     with watching(on_piece):
-        return open_profile(other, cache=FrameCache(enabled=use_cache, background=True), cancel=cancel, pmu=False)
+        return open_profile(other, cache=FrameCache(enabled=use_cache, background=True), cancel=cancel, pmu="ratios")

@@ -24,6 +24,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Label, ProgressBar, Static, TabbedContent, TabPane
 
 from npuscope.analysis import Diagnosis
+from npuscope.analysis.bound import RATIO_COLUMNS, with_bound
 from npuscope.analysis.card_spread import card_spread, render_card_spread
 from npuscope.analysis.drilldown import TASK_COLUMNS, drill_down
 from npuscope.analysis.export import export_dir, export_table, write_text_atomic
@@ -101,6 +102,7 @@ STATS_COLUMNS = (
     Column("max_us", "Max", 9, numeric=True, unit="us", priority=2),
     Column("max_over_avg", "Max/Avg", 7, numeric=True, decimals=1, priority=3),
     Column("ratio_pct", "Ratio(%)", 20, numeric=True, bar=True, priority=1),
+    Column("bound", "Bound", 10, priority=3),
 )
 _SHOWN = (
     "row", "card", "start_ns", "start_us", "op_name", "op_type", "task_type", "duration_us",
@@ -295,8 +297,18 @@ class MainScreen(Screen):
             self._card_tasks[self.card] = tasks
         return self._card_tasks[self.card]
 
+    def card_tasks_with_ratios(self) -> pl.DataFrame:
+        """The card's tasks with the pipe ratio columns (none when the capture has no PMU)."""
+        tasks = self.loaded[1].tasks
+        ratios = [c for c in tasks.columns if c in RATIO_COLUMNS]
+        tasks = tasks.select("card", "op_type", "task_type", "duration_us", *ratios)
+        return tasks.filter(pl.col("card") == self.card)
+
     def card_stats(self) -> pl.DataFrame:
-        stats = self.loaded[0].op_statistic.filter(pl.col("card") == self.card)
+        profile, diagnosis = self.loaded
+        stats = profile.op_statistic.filter(pl.col("card") == self.card)
+        # The bound type of each op type, as the report's op statistics give it.
+        stats = with_bound(stats, self.card_tasks_with_ratios(), diagnosis.thresholds.bound_min_pct)
         return stats.with_columns(
             (pl.col("max_us") / pl.col("avg_us")).fill_nan(None).alias("max_over_avg"),
             pl.int_range(pl.len(), dtype=pl.UInt32).alias("row"),

@@ -1,0 +1,85 @@
+"""The explorer and `npuscope report` show the same findings and the same bound types.
+
+The explorer opens profiles with the pipe ratio columns only (`pmu="ratios"`), the report with
+every PMU column: on real captures with PMU data (the 2024 CNN text export, the 2025 db
+export) every finding of every card (rule, title, time at stake), the training-level ones
+included once the views are read, and the Bound of every op type in Op statistics are the
+ones the report's JSON gives.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from pilot_helpers import wait_loaded
+
+from npuscope.tui.app import NpuscopeApp
+from npuscope.tui.widgets.frame_table import FrameTable
+
+CAPTURES = ("real/torch_npu_2024_cnn/level1", "real/torch_npu_2025_db/level1")
+
+
+def _report(path) -> dict:
+    res = subprocess.run(
+        [sys.executable, "-m", "npuscope", "report", str(path), "--format", "json", "--no-cache"],
+        capture_output=True,
+        text=True,
+    )
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+def _key(rule: str, title: str, time_us: float) -> tuple[str, str, float]:
+    return rule, title, round(time_us, 3)
+
+
+@pytest.mark.parametrize("capture", CAPTURES)
+async def test_explorer_findings_and_bounds_are_the_reports(samples, tmp_path, capture):
+    path = samples / capture
+    report = _report(path)
+    app = NpuscopeApp(path, cache=False, export_dir=tmp_path / "exports")
+    async with app.run_test(size=(140, 40)) as pilot:
+        screen = await wait_loaded(pilot)
+        for _ in range(3000):  # the training-level findings come with the views
+            if screen.views is not None:
+                break
+            await pilot.pause(0.01)
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert screen.views is not None, "the training views were never read"
+        diagnosis = screen.loaded[1]
+        assert [c["card"] for c in report["cards"]] == list(diagnosis.cards)
+        bounds_seen = set()
+        for card in report["cards"]:
+            want = sorted(_key(f["rule"], f["title"], f["time_us"]) for f in card["findings"])
+            got = sorted(_key(f.rule, f.title, f.time_us) for f in diagnosis.for_card(card["card"]))
+            assert got == want, card["card"]
+            # Op statistics: the Bound column the explorer shows for the card.
+            while screen.card != card["card"]:
+                await pilot.press("]")
+                await pilot.pause()
+            await pilot.press("2")
+            await pilot.pause()
+            table = screen.query_one("#stats-table", FrameTable)
+            shown = {(r["op_type"], r["core_type"]): r["bound"] for r in table.frame.to_dicts()}
+            want_bounds = {(s["op_type"], s["core_type"]): s["bound"] for s in card["op_statistic"]}
+            assert shown == want_bounds
+            bounds_seen |= set(shown.values())
+        # The captures have PMU ratios: bounds are named, not all unknown.
+        assert bounds_seen - {"unknown", "mixed"}
+
+
+def test_ratios_keep_only_the_pipe_ratio_columns(samples):
+    from npuscope.parsers import FrameCache, open_profile
+    from npuscope.parsers.profile import TASK_ORDER
+
+    golden = samples / "msprof_golden"
+    full = open_profile(golden, cache=FrameCache(enabled=False))
+    ratios = open_profile(golden, cache=FrameCache(enabled=False), pmu="ratios")
+    header = next(p for p in full.files if p.name.startswith("op_summary")).read_text().splitlines()[0]
+    want = [c.strip() for c in header.split(",") if c.strip().endswith("_ratio")]
+    assert want and [c for c in ratios.tasks.columns if c not in TASK_ORDER] == want
+    assert ratios.tasks.select(want).equals(full.tasks.select(want))
