@@ -153,7 +153,7 @@ def _sequence_findings(
 ) -> list[Finding]:
     """The findings of op sequences (analysis/fusion.py) and of the user's code behind the
     host time (analysis/stacks.py), which may name a frame in a `recompilation` finding."""
-    framework = framework_of(profile.layout)
+    framework = framework_of(profile.layout, profile)
     out = list(findings)
     if profile.time_problem is None:  # start order is the sequence: damaged starts have none
         out += fusible_findings(tasks, wanted, th, framework)

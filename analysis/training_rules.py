@@ -246,7 +246,7 @@ class _Context:
         self.diagnosis = diagnosis
         self.views = views
         self.th = th
-        self.framework = framework_of(profile.layout)
+        self.framework = framework_of(profile.layout, profile)
 
     def finding(self, rule: str, card: str, **kw: Any) -> Finding:
         return Finding(

@@ -64,6 +64,9 @@ async def test_explorer_findings_and_bounds_are_the_reports(samples, tmp_path, c
             await pilot.press("2")
             await pilot.pause()
             table = screen.query_one("#stats-table", FrameTable)
+            # The tab counts op types as the header and the report do (distinct OP Types).
+            status = str(screen.query_one("#status").render())
+            assert status.startswith(f"{card['summary']['op_types']:,} op types"), status
             shown = {(r["op_type"], r["core_type"]): r["bound"] for r in table.frame.to_dicts()}
             want_bounds = {(s["op_type"], s["core_type"]): s["bound"] for s in card["op_statistic"]}
             assert shown == want_bounds

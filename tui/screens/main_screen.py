@@ -39,7 +39,7 @@ from npuscope.analysis.query import (
     totals_at,
 )
 from npuscope.analysis.timeline_view import TimelineModel, build_model
-from npuscope.analysis.totals import card_summary
+from npuscope.analysis.totals import card_summary, op_type_count
 from npuscope.analysis.training_rules import training_findings
 from npuscope.analysis.training_tables import card_step_windows, step_marks
 from npuscope.analysis.wait_evidence import wait_evidence
@@ -436,7 +436,7 @@ class MainScreen(Screen):
             total = self.card_tasks().height
             text = f"{rows:,} of {total:,} tasks · Σ dur {human_us(dur)} · Σ wait {human_us(wait)}"
         else:
-            text = f"{table.row_count:,} op types"
+            text = f"{op_type_count(table.frame):,} op types"  # distinct OP Types, as the header counts them
         key, desc = self.sorts["summary" if table.id == "summary-table" else "stats"]
         if key == "row":
             order = "time order, latest first" if desc else "time order"
