@@ -211,7 +211,7 @@ def _read_one(
     return df
 
 
-def _suspect_short(df: pl.DataFrame, tail: list[str], last: str | None = None) -> bool:
+def _suspect_short(df: pl.DataFrame, tail: list[str]) -> bool:
     """Whether a row may have lost a field: its last cell is empty while the cells before it
     (`tail`: the PMU block, else the column before the last) are not.
 
@@ -219,7 +219,7 @@ def _suspect_short(df: pl.DataFrame, tail: list[str], last: str | None = None) -
     AI_CPU or communication task); a short row shifts a value into the block. Only then is
     the file's comma count checked (a second pass over the file, ~1 s per 700 MB).
     """
-    last = last if last is not None else df.columns[-1]
+    last = df.columns[-1]
     if df.height == 0 or df[last].null_count() == 0 or not tail:
         return False
     others = pl.any_horizontal([pl.col(c).is_not_null() for c in tail])
@@ -337,53 +337,6 @@ def _read_polars(
     return pl.concat(frames, how="vertical", rechunk=False) if len(frames) > 1 else frames[0]
 
 
-def _scan_all(
-    paths: Sequence[Path],
-    header: list[str],
-    schema: dict[str, pl.DataType],
-    exprs: list[pl.Expr],
-    order: list[str],
-    extra: list[str],
-    outputs: dict[str, str],
-) -> pl.DataFrame | None:
-    """The common case in one streaming pass per file: cells parsed and converted (`exprs`) batch
-    by batch on every core, instead of a parse followed by a pass over each whole column.
-
-    None when a file needs the careful path (`_read_polars` then the same `exprs`): any error
-    (a null value other than N/A in a number column, a bad cell, a damaged row, an unreadable
-    file: that path gives the message), or a row that may have lost a field. Same frame either way.
-    """
-    block = [n for n in extra if n != header[-1]] if header[-1] in extra else []
-    tail = block if block else header[-2:-1]
-    if header[-1] not in outputs or not all(n in outputs for n in tail):
-        return None  # the short-row check needs those cells as read
-    text = [name for name, dtype in schema.items() if dtype == pl.String]
-    others = [v for v in NULL_VALUES if v != _NA]
-    frames = []
-    for path in paths:
-        lazy = pl.scan_csv(
-            path,
-            has_header=True,
-            schema_overrides=schema,
-            infer_schema=False,
-            null_values=[_NA],
-            quote_char='"',
-            encoding="utf8",
-            truncate_ragged_lines=False,
-            glob=False,
-        )
-        # Text cells holding another null value are null, as `_csv` makes them.
-        lazy = lazy.with_columns(pl.when(~pl.col(c).is_in(others)).then(pl.col(c)).alias(c) for c in text)
-        try:
-            frame = lazy.select(exprs).select(order).collect(engine="streaming")
-        except (pl.exceptions.PolarsError, pl.exceptions.PanicException, OSError):
-            return None
-        if _suspect_short(frame, [outputs[n] for n in tail], last=outputs[header[-1]]):
-            return None
-        frames.append(frame)
-    return pl.concat(frames, how="vertical", rechunk=False) if len(frames) > 1 else frames[0]
-
-
 def start_to_ns(col: str, unit_ns: int) -> pl.Expr:
     """Epoch-scale start times to Int64 ns without passing through Float64.
 
@@ -474,18 +427,16 @@ def read_table(
     if len(set(header)) != len(header):
         dup = sorted({h for h in header if header.count(h) > 1})
         raise ProfileError(f"{paths[0]}: duplicate column(s) {', '.join(dup)}")
+    df = _read_polars(paths, header, schema, rows if rows is not None else RowPolicy(), extra)
     times = {name: spec for name, spec in matched.items() if spec.kind in ("start", "time")}
     exprs = [_cast(spec, name) for name, spec in matched.items() if name not in times]
     kept_extra = [name for name in extra if name.strip()] if extra_as_float else []
     exprs += [pl.col(name).alias(name.strip()) for name in kept_extra]
-    exprs += [start_to_ns(name, START_UNITS[name.strip()]).alias(spec.name) for name, spec in times.items()]
+    time_cols = [
+        times_to_ns(df[name], START_UNITS[name.strip()]).alias(spec.name) for name, spec in times.items()
+    ]
     order = [spec.name for spec in matched.values()] + [n.strip() for n in kept_extra]
-    outputs = {name: spec.name for name, spec in matched.items() if name not in times}
-    outputs.update({name: name.strip() for name in kept_extra})
-    df = _scan_all(paths, header, schema, exprs, order, extra, outputs)
-    if df is None:
-        raw = _read_polars(paths, header, schema, rows if rows is not None else RowPolicy(), extra)
-        df = raw.select(exprs).select(order)
+    df = df.select(exprs).with_columns(time_cols).select(order)
     start = next((s.name for s in matched.values() if s.kind == "start"), None)
     if start is not None:
         _check_starts(paths, df, start, next(n for n, s in matched.items() if s.kind == "start"))
