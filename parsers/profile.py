@@ -189,11 +189,10 @@ def open_profile(
     """
     if source not in SOURCES:
         raise ProfileError(f"unknown source {source!r}; use one of {', '.join(SOURCES)}")
-    seen_pmu: list[str] = []
+    seen_pmu: dict[str, None] = {}  # in file order; a dict, so a wide header is not quadratic
 
     def task_columns(names: list[str]) -> list[str]:
-        extra = [n for n in names if n not in TASK_ORDER]
-        seen_pmu.extend(n for n in extra if n not in seen_pmu)
+        seen_pmu.update((n, None) for n in names if n not in TASK_ORDER)
         if pmu is True:
             return names
         ratios = pmu == "ratios"
