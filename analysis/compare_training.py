@@ -25,6 +25,7 @@ import polars as pl
 from npuscope.parsers.training import TrainingViews
 
 from .change import Change, Status, status_of
+from .training_report import per_op_type
 
 STEP_KEYS = ("step_us", "compute_us", "communication_us", "comm_not_overlapped_us", "free_us")
 COMM_KEYS = ("count", "total_us", "wait_us", "bandwidth_gbps")
@@ -182,36 +183,10 @@ def _steps(
 # --------------------------------------------------------------------------- communication
 
 
-def _sum_or_null(name: str) -> pl.Expr:
-    return pl.when(pl.col(name).is_not_null().any()).then(pl.col(name).sum()).alias(name)
-
-
 def _per_op_type(rows: pl.DataFrame) -> dict[str, dict[str, float | None]]:
-    """Per op type: count, total, wait (null when no row has it) and bandwidth in GB/s.
-
-    Bandwidth: the data moved over the time it took, the time of each op being its size over
-    its bandwidth (ops without a transfer have no bandwidth), as the report counts it.
-    """
-    moved = (pl.col("bandwidth_gbps") > 0).fill_null(False)
-    per = (
-        rows.with_columns(
-            pl.when(moved).then(pl.col("size_mb")).alias("_moved_mb"),
-            pl.when(moved).then(pl.col("size_mb") / pl.col("bandwidth_gbps") * 1000.0).alias("_moved_us"),
-        )
-        .group_by("op_type")
-        .agg(
-            pl.col("count").sum(),
-            pl.col("total_us").sum(),
-            _sum_or_null("wait_us"),
-            pl.col("_moved_mb").sum(),
-            pl.col("_moved_us").sum(),
-        )
-        .with_columns(
-            pl.when(pl.col("_moved_us") > 0)
-            .then(pl.col("_moved_mb") / (pl.col("_moved_us") / 1000.0))
-            .alias("bandwidth_gbps")
-        )
-    )
+    """Per op type: count, total, wait (null when no row has it) and bandwidth in GB/s, as
+    the report counts them (`per_op_type`)."""
+    per = per_op_type(rows)
     return {
         r["op_type"]: {k: (None if r[k] is None else float(r[k])) for k in COMM_KEYS} for r in per.iter_rows(named=True)
     }

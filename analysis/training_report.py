@@ -41,11 +41,14 @@ def _sum_or_null(name: str) -> pl.Expr:
     return pl.when(pl.col(name).is_not_null().any()).then(pl.col(name).sum()).alias(name)
 
 
-def _communication(frame: pl.DataFrame) -> list[dict[str, Any]]:
-    # Per op type. Bandwidth: the data moved over the time it took, the time of each op
-    # being its size over its bandwidth (ops without a transfer time have no bandwidth).
+def per_op_type(frame: pl.DataFrame, *extra: pl.Expr) -> pl.DataFrame:
+    """Collectives per op type, largest total first: count, total, transit, wait, sync and size
+    summed (null when no row has one), `extra` aggregations, and the bandwidth in GB/s: the
+    data moved over the time it took, the time of each op being its size over its bandwidth
+    (ops without a transfer time have no bandwidth). The report, compare and the explorer's
+    Communication tab all count it so."""
     moved = (pl.col("bandwidth_gbps") > 0).fill_null(False)
-    per = (
+    return (
         frame.with_columns(
             pl.when(moved).then(pl.col("size_mb")).alias("_moved_mb"),
             pl.when(moved).then(pl.col("size_mb") / pl.col("bandwidth_gbps") * 1000.0).alias("_moved_us"),
@@ -57,14 +60,20 @@ def _communication(frame: pl.DataFrame) -> list[dict[str, Any]]:
             *(_sum_or_null(c) for c in ("transit_us", "wait_us", "sync_us", "size_mb")),
             pl.col("_moved_mb").sum(),
             pl.col("_moved_us").sum(),
+            *extra,
         )
         .with_columns(
             pl.when(pl.col("_moved_us") > 0)
             .then(pl.col("_moved_mb") / (pl.col("_moved_us") / 1000.0))
             .alias("bandwidth_gbps")
         )
-        .sort(["total_us", "op_type"], descending=[True, False])
+        .drop("_moved_mb", "_moved_us")
+        .sort(["total_us", "op_type"], descending=[True, False], nulls_last=True)
     )
+
+
+def _communication(frame: pl.DataFrame) -> list[dict[str, Any]]:
+    per = per_op_type(frame)
     keys = ("total_us", "transit_us", "wait_us", "sync_us", "size_mb", "bandwidth_gbps")
     return [
         {"op_type": r["op_type"], "count": int(r["count"]), **{k: _num(r[k]) for k in keys}}

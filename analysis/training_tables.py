@@ -26,6 +26,7 @@ from npuscope.parsers.steps import WINDOW_SCHEMA, step_windows
 from npuscope.parsers.training import TrainingViews
 
 from .query import Query, _arg_sort, _contains, _equals
+from .training_report import per_op_type
 
 WHOLE_CAPTURE = "all"  # the label of a step row that covers the whole capture
 
@@ -143,32 +144,15 @@ def communication_table(views: TrainingViews, card: str) -> pl.DataFrame:
     )
 
 
-def _sum_or_null(name: str) -> pl.Expr:
-    return pl.when(pl.col(name).is_not_null().any()).then(pl.col(name).sum()).alias(name)
-
-
 def communication_by_type(views: TrainingViews, card: str) -> pl.DataFrame:
     """The card's collectives per op type, largest total first: counts, times and sizes
     summed, the bandwidth the data moved over the time its transfers took (as the report)."""
     comm = of_card(views.communication, card)
-    moved = (pl.col("bandwidth_gbps") > 0).fill_null(False)
     total = pl.col("total_us")
-    per = (
-        comm.with_columns(
-            pl.when(moved).then(pl.col("size_mb")).alias("_mb"),
-            pl.when(moved).then(pl.col("size_mb") / pl.col("bandwidth_gbps") * 1000.0).alias("_us"),
-        )
-        .group_by("op_type")
-        .agg(
-            pl.col("count").sum(),
-            total.sum(),
-            *(_sum_or_null(c) for c in ("transit_us", "wait_us", "sync_us", "size_mb")),
-            pl.col("_mb").sum(),
-            pl.col("_us").sum(),
-            pl.col("op_name").n_unique().alias("_ops"),
-            pl.col("source").unique().sort().str.join(", "),
-        )
-        .sort(["total_us", "op_type"], descending=[True, False], nulls_last=True)
+    per = per_op_type(
+        comm,
+        pl.col("op_name").n_unique().alias("_ops"),
+        pl.col("source").unique().sort().str.join(", "),
     )
     return _numbered(
         per.select(
@@ -181,7 +165,7 @@ def communication_by_type(views: TrainingViews, card: str) -> pl.DataFrame:
             "wait_us",
             "sync_us",
             "size_mb",
-            pl.when(pl.col("_us") > 0).then(pl.col("_mb") / (pl.col("_us") / 1000.0)).alias("bandwidth_gbps"),
+            "bandwidth_gbps",
             _pct(total, total.sum()).alias("share_pct"),
             "source",
         )
