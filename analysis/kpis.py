@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from .totals import aclnn_tasks, aclop_tasks, compute_tasks
+from .rules import aclnn_tasks, aclop_tasks
+from .totals import compute_tasks
 
 MATRIX_CORES = ("AI_CORE", "MIX_AIC")
 

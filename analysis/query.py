@@ -17,8 +17,8 @@ import polars as pl
 from npuscope.parsers.columns import UNKNOWN
 from npuscope.parsers.frames import is_communication
 
-from .rules import CORE_TASKS, CUSTOM_KERNEL_TYPES
-from .totals import aclnn_tasks, aclop_tasks, compute_tasks
+from .rules import CORE_TASKS, CUSTOM_KERNEL_TYPES, aclnn_tasks, aclop_tasks
+from .totals import compute_tasks
 
 QUERY_HELP = """\
 Filter: every space-separated term must match; -term negates; "quoted text" is one term;

@@ -199,6 +199,23 @@ def custom_kernel() -> pl.Expr:
     )
 
 
+def aclop_tasks(own_kernel: pl.Expr | None = None) -> pl.Expr:
+    """Classic acl operator tasks, as the aclop_share finding and the "aclop vs aclnn" card
+    count them: not aclnn, not communication, not CPU, not an application's own kernel
+    (`own_kernel`: custom_kernel() or an equivalent expression)."""
+    return _operator_tasks(own_kernel) & ~pl.col("is_aclnn").fill_null(False)
+
+
+def aclnn_tasks(own_kernel: pl.Expr | None = None) -> pl.Expr:
+    """aclnn operator tasks (op name aclnn*), counted beside `aclop_tasks`."""
+    return _operator_tasks(own_kernel) & pl.col("is_aclnn").fill_null(False)
+
+
+def _operator_tasks(own_kernel: pl.Expr | None) -> pl.Expr:
+    own = custom_kernel() if own_kernel is None else own_kernel
+    return ~pl.col("task_type").is_in([*COMMUNICATION_TASK_TYPES, "CPU"]).fill_null(False) & ~own
+
+
 def framework_of(layout: str, profile: Profile | None = None) -> Framework:
     """The framework a capture tells. By its layout: torch_npu (`*_ascend_pt`), MindSpore
     (`*_ascend_ms`) and Paddle's own traces. A plain msprof export (`profile` given) tells by
@@ -583,12 +600,10 @@ def idle_device(d: CardData, th: Thresholds) -> list[Finding]:
 
 def aclop_share(d: CardData, th: Thresholds) -> list[Finding]:
     # An application's own kernels are neither aclop nor aclnn: left out of both counts.
-    compute = d.tasks.filter(
-        ~pl.col("task_type").is_in([*COMMUNICATION_TASK_TYPES, "CPU"]).fill_null(False) & ~custom_kernel()
-    )
+    compute = d.tasks.filter(_operator_tasks(None))
     if compute.height == 0:  # host-only traces (Paddle on CPU), custom kernels only: no aclop / aclnn
         return []
-    aclop = compute.filter(~pl.col("is_aclnn"))
+    aclop = compute.filter(aclop_tasks())
     aclop_t = float(aclop["duration_us"].sum() or 0.0)
     aclnn_n = compute.height - aclop.height
     types = [t for t, _, _ in _per_type(aclop, "duration_us")]

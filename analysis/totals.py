@@ -31,10 +31,8 @@ from typing import Any
 import polars as pl
 
 from npuscope.parsers import Profile
-from npuscope.parsers.columns import COMMUNICATION_TASK_TYPES
 from npuscope.parsers.frames import is_communication
 
-from .rules import custom_kernel
 from .waits import CAUSES
 
 VOCABULARY = """\
@@ -65,23 +63,6 @@ TOTAL_KEYS = (
 def compute_tasks() -> pl.Expr:
     """The tasks whose duration is compute: every task that is not communication."""
     return ~is_communication()
-
-
-def aclop_tasks(own_kernel: pl.Expr | None = None) -> pl.Expr:
-    """Classic acl operator tasks, as the aclop_share finding and the "aclop vs aclnn" card
-    count them: not aclnn, not communication, not CPU, not an application's own kernel
-    (`own_kernel`: rules.custom_kernel() or an equivalent expression)."""
-    return _operator_tasks(own_kernel) & ~pl.col("is_aclnn").fill_null(False)
-
-
-def aclnn_tasks(own_kernel: pl.Expr | None = None) -> pl.Expr:
-    """aclnn operator tasks (op name aclnn*), counted beside `aclop_tasks`."""
-    return _operator_tasks(own_kernel) & pl.col("is_aclnn").fill_null(False)
-
-
-def _operator_tasks(own_kernel: pl.Expr | None) -> pl.Expr:
-    own = custom_kernel() if own_kernel is None else own_kernel
-    return ~pl.col("task_type").is_in([*COMMUNICATION_TASK_TYPES, "CPU"]).fill_null(False) & ~own
 
 
 def compute_sums() -> list[pl.Expr]:
