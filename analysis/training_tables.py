@@ -122,14 +122,13 @@ def bar_cells(bar: StepBar, longest_us: float, cells: int) -> tuple[int, int, in
 # --------------------------------------------------------------------------- communication
 
 
-def communication_table(views: TrainingViews, card: str) -> pl.DataFrame:
-    """The card's collectives as the view lists them, with the average and share of time."""
-    comm = of_card(views.communication, card)
+def _communication_rows(frame: pl.DataFrame, op_name: str | pl.Expr) -> pl.DataFrame:
+    """The Communication tab's columns: the frame's figures, the average and the share of time."""
     total = pl.col("total_us")
     return _numbered(
-        comm.select(
+        frame.select(
             "op_type",
-            "op_name",
+            op_name,
             "count",
             "total_us",
             pl.when(pl.col("count") > 0).then(total / pl.col("count")).alias("avg_us"),
@@ -142,34 +141,22 @@ def communication_table(views: TrainingViews, card: str) -> pl.DataFrame:
             "source",
         )
     )
+
+
+def communication_table(views: TrainingViews, card: str) -> pl.DataFrame:
+    """The card's collectives as the view lists them, with the average and share of time."""
+    return _communication_rows(of_card(views.communication, card), "op_name")
 
 
 def communication_by_type(views: TrainingViews, card: str) -> pl.DataFrame:
     """The card's collectives per op type, largest total first: counts, times and sizes
     summed, the bandwidth the data moved over the time its transfers took (as the report)."""
-    comm = of_card(views.communication, card)
-    total = pl.col("total_us")
     per = per_op_type(
-        comm,
+        of_card(views.communication, card),
         pl.col("op_name").n_unique().alias("_ops"),
         pl.col("source").unique().sort().str.join(", "),
     )
-    return _numbered(
-        per.select(
-            "op_type",
-            pl.format("{} op(s)", pl.col("_ops")).alias("op_name"),
-            "count",
-            "total_us",
-            pl.when(pl.col("count") > 0).then(total / pl.col("count")).alias("avg_us"),
-            "transit_us",
-            "wait_us",
-            "sync_us",
-            "size_mb",
-            "bandwidth_gbps",
-            _pct(total, total.sum()).alias("share_pct"),
-            "source",
-        )
-    )
+    return _communication_rows(per, pl.format("{} op(s)", pl.col("_ops")).alias("op_name"))
 
 
 def links_table(views: TrainingViews, card: str) -> pl.DataFrame:
