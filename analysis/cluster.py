@@ -1,0 +1,275 @@
+"""The cluster summary: per rank figures, slow ranks, spread, slow links, the slowest rank of
+each op type, from the ranks' entries (npuscope.parsers.cluster), never from their tasks.
+
+`open_cluster(path)` finds the ranks (`rank_folders`), reads each rank's entry (from the cache,
+else parsed in worker processes) and summarises them; `open_rank(summary, rank)` opens one
+rank as the usual Profile. Only the rank opened is ever loaded whole.
+
+The rules are those of one profile (analysis/training_rules.py), run over the ranks' rows:
+slow ranks by `slow_ranks` (msprof-analyze SlowRankAnalyzer: compute, communication not
+overlapped and free per step, spread over the mean step time > Thresholds.slow_rank_pct),
+`slow_rank` / `slow_link` for the findings, with the same names, wording and thresholds.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from npuscope.parsers import FrameCache, Profile, ProfileError, ReadOptions
+from npuscope.parsers.cluster import (
+    DEFAULT_OPTIONS,
+    RANK_LINKS_SCHEMA,
+    RANK_STEPS_SCHEMA,
+    Progress,
+    RankEntry,
+    RankSummary,
+    open_rank_profile,
+    parse_rank,
+    rank_folders,
+    read_ranks,
+)
+from npuscope.parsers.training import empty_views
+
+from . import training_rules
+from .findings import Finding, order
+from .rules import Framework
+from .thresholds import Thresholds
+
+__all__ = [
+    "ClusterSummary",
+    "RankEntry",
+    "RankSummary",
+    "cluster_json",
+    "open_cluster",
+    "open_rank",
+    "parse_rank",
+    "rank_folders",
+    "summarize",
+]
+
+OP_TYPE_SLOWEST_SCHEMA: dict[str, pl.DataType] = {
+    "op_type": pl.String(),
+    "rank": pl.String(),
+    "total_us": pl.Float64(),
+    "median_us": pl.Float64(),
+    "ranks": pl.UInt32(),
+}
+DEFAULT_THRESHOLDS = Thresholds()
+RANK_COLUMNS = tuple(f.name for f in fields(RankSummary))
+_FRAMEWORKS: dict[str, Framework] = {"torch_npu": "torch_npu", "mindspore": "mindspore", "paddle": "paddle"}
+
+
+@dataclass(frozen=True)
+class ClusterSummary:
+    """A cluster at a glance: one RankSummary per rank (rank order), the slow ranks (worst
+    first), the largest slow-rank spread (% of the mean step time, as SlowRankAnalyzer
+    measures it, whether above the threshold or not), per op type the rank with the most time
+    in it and the median over the ranks that ran it, the slow links ("src->dst transport",
+    worst first) and the findings of the cluster (slow_rank, slow_link)."""
+
+    path: Path
+    ranks: tuple[RankSummary, ...]
+    slow_ranks: tuple[str, ...]
+    spread_pct: float
+    op_type_slowest: pl.DataFrame  # op_type, rank, total_us, median_us, ranks
+    slow_links: tuple[str, ...] = ()
+    findings: tuple[Finding, ...] = ()
+    notes: tuple[str, ...] = ()
+    layout: str = ""
+    options: ReadOptions = DEFAULT_OPTIONS
+    cache_root: Path | None = None  # where the ranks' frames were cached (open_rank reads them)
+
+    def frame(self) -> pl.DataFrame:
+        """One row per rank, the RankSummary columns (folder as text)."""
+        rows = [{**{c: getattr(r, c) for c in RANK_COLUMNS}, "folder": str(r.folder)} for r in self.ranks]
+        schema: dict[str, pl.DataType] = {
+            "rank": pl.String(),
+            "folder": pl.String(),
+            "step_us": pl.Float64(),
+            "compute_us": pl.Float64(),
+            "communication_us": pl.Float64(),
+            "exposed_comm_us": pl.Float64(),
+            "free_us": pl.Float64(),
+            "wait_us": pl.Float64(),
+            "tasks": pl.Int64(),
+            "error": pl.String(),
+        }
+        return pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
+
+    def rank(self, rank: str) -> RankSummary:
+        for r in self.ranks:
+            if r.rank == rank:
+                return r
+        raise ProfileError(f"no rank {rank!r} in {self.path}; ranks: {', '.join(r.rank for r in self.ranks)}")
+
+
+class _ClusterContext(training_rules._Context):
+    """The rules' context over the ranks' rows: views of every rank (card = rank), no single
+    profile. The rules read the profile only for a card without step time (`_span`): the
+    stand-in says the start times are unusable there, so the span is 0."""
+
+    def __init__(self, steps: pl.DataFrame, links: pl.DataFrame, th: Thresholds, framework: Framework) -> None:
+        self.views = replace(empty_views(), steps=steps, links=links)
+        self.th = th
+        self.framework = framework
+        self.profile = _NoProfile()  # type: ignore[assignment]
+
+
+class _NoProfile:
+    time_problem = "a cluster: ranks have no common start time"
+
+
+def _concat(frames: list[pl.DataFrame], schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    frames = [f for f in frames if f.height]
+    return pl.concat(frames, how="vertical") if frames else pl.DataFrame(schema=schema)
+
+
+def _op_type_slowest(entries: Sequence[RankEntry]) -> pl.DataFrame:
+    parts = [
+        e.ops.select("op_type", "total_us").with_columns(pl.lit(e.rank).alias("rank")) for e in entries if e.ops.height
+    ]
+    if not parts:
+        return pl.DataFrame(schema=OP_TYPE_SLOWEST_SCHEMA)
+    ops = pl.concat(parts, how="vertical").filter(pl.col("op_type").is_not_null())
+    got = (
+        ops.sort(["total_us", "rank"], descending=[True, False])
+        .group_by("op_type", maintain_order=True)
+        .agg(
+            pl.col("rank").first(),
+            pl.col("total_us").first(),
+            pl.col("total_us").median().alias("median_us"),
+            pl.len().cast(pl.UInt32).alias("ranks"),
+        )
+        .sort(["total_us", "op_type"], descending=[True, False])
+    )
+    return got.select([pl.col(c).cast(t) for c, t in OP_TYPE_SLOWEST_SCHEMA.items()])
+
+
+def summarize(
+    entries: Sequence[RankEntry], thresholds: Thresholds = DEFAULT_THRESHOLDS, path: Path | None = None
+) -> ClusterSummary:
+    """The cluster summary of the ranks' entries (any order; ranks keep the given order)."""
+    th = thresholds
+    ok = [e for e in entries if e.summary.error is None]
+    bad = [e for e in entries if e.summary.error is not None]
+    steps = _concat([e.steps for e in ok], RANK_STEPS_SCHEMA)
+    links = _concat([e.links for e in ok], RANK_LINKS_SCHEMA)
+    layouts = [e.layout for e in ok if e.layout]
+    layout = max(set(layouts), key=layouts.count) if layouts else ""
+    ctx = _ClusterContext(steps, links, th, _FRAMEWORKS.get(layout, "unknown"))
+    names = tuple(e.rank for e in ok)
+    findings: list[Finding] = list(training_rules.slow_rank(ctx, names))
+    # Every slow link of a rank named, not only the evidence rows shown.
+    wide = _ClusterContext(steps, links, replace(th, evidence_rows=max(th.evidence_rows, links.height)), ctx.framework)
+    slow_links: list[tuple[float, str]] = []
+    for rank in names:
+        for f in training_rules.slow_link(wide, rank):
+            for row in f.evidence:
+                slow_links.append((_num(row.get("bandwidth_gbps")), f"{row['src']}->{row['dst']} {row['transport']}"))
+            findings.append(replace(f, evidence=f.evidence[: th.evidence_rows]))
+    spread = training_rules.slow_ranks(steps, -math.inf)
+    spread_pct = max((d.spread_pct for dims in spread.values() for d in dims), default=0.0)
+    slow = [f for f in findings if f.rule == "slow_rank"]
+    notes: list[str] = []
+    if bad:
+        shown = "; ".join(f"rank {e.rank}: {e.summary.error}" for e in bad[:3])
+        more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
+        notes.append(f"{len(bad)} of {len(entries)} ranks could not be read ({shown}{more})")
+    no_steps = [e.rank for e in ok if e.steps.height == 0]
+    if no_steps and ok:
+        notes.append(f"{len(no_steps)} rank(s) without steps are left out of the slow-rank comparison")
+    return ClusterSummary(
+        path=path if path is not None else (entries[0].summary.folder.parent if entries else Path(".")),
+        ranks=tuple(e.summary for e in entries),
+        slow_ranks=tuple(f.card for f in sorted(slow, key=lambda f: -f.time_us)),
+        spread_pct=round(spread_pct, 3),
+        op_type_slowest=_op_type_slowest(ok),
+        slow_links=tuple(dict.fromkeys(name for _, name in sorted(slow_links, key=lambda x: x[0]))),
+        findings=tuple(order(findings)),
+        notes=tuple(notes),
+        layout=layout,
+    )
+
+
+def _num(x: object) -> float:
+    return float(x) if isinstance(x, (int, float)) else math.inf
+
+
+def open_cluster(
+    path: str | os.PathLike[str],
+    *,
+    jobs: int | None = None,
+    cache: FrameCache | None = None,
+    progress: Progress | None = None,
+    cancel: threading.Event | None = None,
+    options: ReadOptions = DEFAULT_OPTIONS,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+) -> ClusterSummary:
+    """The summary of the cluster at `path` (ProfileError when it is not a cluster: one
+    capture, or nothing found). Each rank is read by itself (see read_ranks); a rank that
+    cannot be read is a RankSummary with `error` set, the others still count."""
+    root = Path(path).expanduser()
+    ranks = rank_folders(root)
+    if ranks is None:
+        raise ProfileError(f"{root}: one capture, not a cluster (a folder of rank folders); open it as a profile")
+    cache = cache if cache is not None else FrameCache()
+    entries = read_ranks(ranks, jobs=jobs, cache=cache, progress=progress, cancel=cancel, options=options)
+    summary = summarize(entries, thresholds, root)
+    return replace(summary, options=options, cache_root=cache.root if cache.enabled else None)
+
+
+def open_rank(summary: ClusterSummary, rank: str, **open_profile_kwargs: Any) -> Profile:
+    """The usual Profile of one rank of the cluster: its frames come from the cache entries
+    its parse left (the summary's cache folder) unless `cache=` says otherwise."""
+    r = summary.rank(rank)
+    kwargs: dict[str, Any] = {
+        "strict": summary.options.strict,
+        "source": summary.options.source,
+        "timeline": summary.options.timeline,
+        **open_profile_kwargs,
+    }
+    if "cache" not in kwargs:
+        kwargs["cache"] = FrameCache(summary.cache_root) if summary.cache_root is not None else None
+    return open_rank_profile(r.folder, **kwargs)
+
+
+def cluster_json(summary: ClusterSummary) -> dict[str, Any]:
+    """The report's JSON `cluster` object."""
+
+    def num(x: float | None) -> float | None:
+        return None if x is None or not math.isfinite(x) else round(x, 3)
+
+    return {
+        "ranks": [
+            {
+                "rank": r.rank,
+                "step_us": num(r.step_us),
+                "compute_us": num(r.compute_us),
+                "communication_us": num(r.communication_us),
+                "exposed_comm_us": num(r.exposed_comm_us),
+                "free_us": num(r.free_us),
+                "wait_us": num(r.wait_us),
+                "tasks": r.tasks,
+                "error": r.error,
+            }
+            for r in summary.ranks
+        ],
+        "slow_ranks": list(summary.slow_ranks),
+        "spread_pct": summary.spread_pct,
+        "slow_links": list(summary.slow_links),
+    }
+
+
+def median_step_us(summary: ClusterSummary) -> float | None:
+    """The median over readable ranks of their mean step time."""
+    got = [r.step_us for r in summary.ranks if r.error is None and r.step_us is not None]
+    return statistics.median(got) if got else None

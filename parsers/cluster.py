@@ -1,0 +1,526 @@
+"""A cluster: a folder of rank folders, each parsed by itself into its own cache entry.
+
+`rank_folders(path)` tells a cluster from one capture by the layout (parsers/layout.py): a
+torch_npu / MindSpore folder of `*_ascend_pt` ranks (text or db export per rank), an msprof
+PROF_* with a `device_N` folder per card (one PROF per node or all in one), Paddle traces in
+`rank_N` folders. Each rank folder opens as a capture of its own (`open_profile(folder)`).
+
+`parse_rank(folder, cache_dir, options)` is the unit of work: a pure function of a folder
+(picklable arguments and result) that parses the rank, leaves its frames in the cache (the
+usual FrameCache entries, so opening the rank later reads them) and returns its RankEntry:
+the summary row, its per-op-type totals, its links and its steps (a few rows each). The
+entry itself is cached too, keyed by the files of the rank folder: a cached reopen reads only
+these small rows, never the tasks.
+
+`read_ranks(...)` runs `parse_rank` over the ranks in worker processes (spawn-safe: a
+forkserver or spawn context, never fork, so a threaded parent is safe), so the parent holds
+only the entries: its memory does not grow with the tasks of the ranks. The cluster summary
+(slow ranks, slow links, spread) is made from the entries in `npuscope.analysis.cluster`,
+which also holds `open_cluster` (this layer cannot import the analysis).
+
+Nothing is written into the profile folders: only into the cache folder.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+import math
+import multiprocessing
+import os
+import re
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from .cache import FrameCache, source_digest
+from .errors import ProfileError
+from .frames import is_communication
+from .layout import DEVICE_RE, Capture, discover
+from .profile import Cancelled, Profile, ReadOptions, open_profile
+from .training import read_training_views
+from .training_files import card_key
+
+Progress = Callable[[int, int, str], None]
+
+DEFAULT_OPTIONS = ReadOptions()
+ENTRY_KIND = "cluster_rank"
+# The summary of a rank depends on the parsers (the cache key's version) and on this module.
+_VERSION = source_digest(Path(__file__).parent)
+_ENTRY_SCHEMA: dict[str, pl.DataType] = {"entry": pl.String()}
+
+OPS_SCHEMA: dict[str, pl.DataType] = {"op_type": pl.String(), "total_us": pl.Float64(), "count": pl.Int64()}
+RANK_STEPS_SCHEMA: dict[str, pl.DataType] = {
+    "card": pl.String(),
+    "step": pl.Int64(),
+    "step_us": pl.Float64(),
+    "compute_us": pl.Float64(),
+    "communication_us": pl.Float64(),
+    "comm_not_overlapped_us": pl.Float64(),
+    "free_us": pl.Float64(),
+}
+RANK_LINKS_SCHEMA: dict[str, pl.DataType] = {
+    "card": pl.String(),
+    "group": pl.String(),
+    "src": pl.Int64(),
+    "dst": pl.Int64(),
+    "transport": pl.String(),
+    "size_mb": pl.Float64(),
+    "time_us": pl.Float64(),
+    "bandwidth_gbps": pl.Float64(),
+}
+
+
+@dataclass(frozen=True)
+class RankSummary:
+    """One rank of a cluster, in the words of analysis/totals.py.
+
+    compute_us, communication_us, wait_us and tasks are totals over the rank's tasks (compute:
+    every task but communication; wait: Task Wait Time). step_us is the mean step time of the
+    steps view (step_trace_time.csv, StepTraceTime, the timeline's Overlap Analysis, else
+    derived from the tasks), None without steps; exposed_comm_us (communication not
+    overlapped) and free_us are that view's totals over the steps.
+    """
+
+    rank: str
+    folder: Path
+    step_us: float | None
+    compute_us: float
+    communication_us: float
+    exposed_comm_us: float
+    free_us: float
+    wait_us: float
+    tasks: int
+    error: str | None = None  # one line when this rank could not be read
+
+
+@dataclass(frozen=True)
+class RankEntry:
+    """What the cluster keeps of a rank: its summary row and a few small frames.
+
+    ops: per op type (communication left out, as op statistics do) the total duration and
+    count; steps: the steps view (card = the rank); links: the links view (card = the rank);
+    bytes: the size of the rank's files (the progress counts them)."""
+
+    summary: RankSummary
+    ops: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=OPS_SCHEMA))
+    steps: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=RANK_STEPS_SCHEMA))
+    links: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=RANK_LINKS_SCHEMA))
+    layout: str = ""
+    notes: tuple[str, ...] = ()
+    bytes: int = 0
+
+    @property
+    def rank(self) -> str:
+        return self.summary.rank
+
+
+# --------------------------------------------------------------------------- finding the ranks
+
+
+def _rank_folder(capture: Capture, index: int) -> Path | None:
+    """The folder holding the files of source `index` of a capture, as one rank opens it."""
+    files = capture.sources[index].files
+    if not files:
+        return None
+    parent = files[0].parent
+    if capture.layout in ("torch_npu", "mindspore"):
+        # <rank>_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv -> <rank>_ascend_pt
+        return parent.parent if parent.name == "ASCEND_PROFILER_OUTPUT" else parent
+    if capture.layout == "era_a":
+        # PROF_*/device_N/summary/op_summary_N_1.csv -> device_N
+        for folder in (parent, *parent.parents):
+            if DEVICE_RE.match(folder.name):
+                return folder
+        return None
+    if capture.layout == "paddle":
+        return parent
+    return None
+
+
+def rank_folders(path: str | os.PathLike[str]) -> list[tuple[str, Path]] | None:
+    """(rank, folder) of each rank when `path` is a cluster, sorted by rank; None when it is
+    one capture (one card, or cards whose files are shared: an msprof merged export).
+
+    A cluster is a capture whose cards each have a folder of their own: the `*_ascend_pt`
+    folders of torch_npu / MindSpore (text or db export), the `device_N` folders of msprof
+    PROF_* (one PROF per node: ranks are then numbered in order when device numbers repeat),
+    Paddle's `rank_N` folders. Raises ProfileError as `discover` does (nothing found,
+    permission denied).
+    """
+    captures = discover(path)
+    by_layout: dict[str, list[tuple[str | None, Path]]] = {}
+    for capture in captures:
+        if capture.layout not in ("torch_npu", "mindspore", "era_a", "paddle"):
+            continue
+        for i, src in enumerate(capture.sources):
+            folder = _rank_folder(capture, i)
+            if folder is None:
+                continue
+            by_layout.setdefault(capture.layout, []).append((src.card, folder))
+    if not by_layout:
+        return None
+    # One layout makes the cluster: the one with the most ranks (a stray capture of another
+    # layout beside them is not a rank).
+    layout = max(by_layout, key=lambda k: len(by_layout[k]))
+    found: list[tuple[str | None, Path]] = []
+    seen: set[Path] = set()
+    for card, folder in by_layout[layout]:
+        if folder not in seen:
+            seen.add(folder)
+            found.append((card, folder))
+    if len(found) < 2:
+        return None
+    names = [c for c, _ in found]
+    if any(n is None for n in names) or len(set(names)) != len(names):
+        # device_0 of every node, or ranks the files do not name: number them in folder order.
+        ordered = sorted(found, key=lambda cf_: _folder_key(cf_[1]))
+        return [(str(i), folder) for i, (_, folder) in enumerate(ordered)]
+    return sorted(((str(c), f) for c, f in found), key=lambda r: (card_key(r[0]), str(r[1])))
+
+
+def _folder_key(folder: Path) -> tuple[object, ...]:
+    """Natural order of folder paths (PROF_2 before PROF_10, device_2 before device_10)."""
+    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(folder)))
+
+
+# --------------------------------------------------------------------------- one rank
+
+
+def key_files(folder: Path, options: ReadOptions = DEFAULT_OPTIONS) -> tuple[Path, ...]:
+    """The files a rank's entry depends on: every file in the folders its export files are in
+    (the training-level files sit beside the tasks), so any change rebuilds the entry."""
+    out: list[Path] = []
+    captures = discover(folder)
+    dirs: list[Path] = []
+    for capture in captures:
+        for p in capture.files:
+            if p.parent not in dirs:
+                dirs.append(p.parent)
+    for d in dirs:
+        try:
+            entries = sorted(os.scandir(d), key=lambda e: e.name)
+        except OSError:
+            continue
+        for e in entries:
+            try:
+                if e.is_file():
+                    out.append(Path(e.path))
+            except OSError:
+                pass
+    return tuple(out)
+
+
+def _size(paths: Sequence[Path]) -> int:
+    total = 0
+    for p in paths:
+        try:
+            total += p.stat().st_size
+        except OSError:
+            pass
+    return total
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    line = text[0] if text else type(exc).__name__
+    return line if isinstance(exc, ProfileError) else f"{type(exc).__name__}: {line}"
+
+
+def _error_entry(rank: str, folder: Path, why: str, size: int = 0) -> RankEntry:
+    summary = RankSummary(rank, folder, None, 0.0, 0.0, 0.0, 0.0, 0.0, 0, error=why)
+    return RankEntry(summary, bytes=size)
+
+
+def _finite(x: object) -> float:
+    return float(x) if isinstance(x, (int, float)) and math.isfinite(x) else 0.0
+
+
+def summarize_profile(profile: Profile, rank: str, folder: Path, size: int, strict: bool = False) -> RankEntry:
+    """The RankEntry of an opened rank (all its cards count as the rank)."""
+    tasks = profile.tasks
+    comm = is_communication()
+    sums = tasks.select(
+        pl.len().alias("tasks"),
+        pl.col("duration_us").filter(~comm).sum().alias("compute_us"),
+        pl.col("duration_us").filter(comm).sum().alias("communication_us"),
+        pl.col("wait_us").fill_null(0.0).sum().alias("wait_us"),
+    ).row(0, named=True)
+    if tasks.height:
+        ops = (
+            tasks.filter(~comm)
+            .group_by("op_type")
+            .agg(pl.col("duration_us").sum().alias("total_us"), pl.len().cast(pl.Int64).alias("count"))
+            .sort("total_us", descending=True)
+        )
+    else:  # a lone op_statistic: what it sums
+        stat = profile.op_statistic
+        ops = stat.group_by("op_type").agg(
+            pl.col("total_us").sum().alias("total_us"), pl.col("count").sum().cast(pl.Int64).alias("count")
+        )
+    ops = ops.select([pl.col(c).cast(t) for c, t in OPS_SCHEMA.items()])
+    views = read_training_views(profile, strict=strict)
+    steps = views.steps.with_columns(pl.lit(rank, dtype=pl.String).alias("card")).select(
+        [pl.col(c).cast(t) for c, t in RANK_STEPS_SCHEMA.items()]
+    )
+    links = views.links.with_columns(pl.lit(rank, dtype=pl.String).alias("card")).select(
+        [pl.col(c).cast(t) for c, t in RANK_LINKS_SCHEMA.items()]
+    )
+    step_us: float | None = None
+    if steps.height:
+        parts = pl.col("compute_us").fill_null(0.0) + pl.col("comm_not_overlapped_us").fill_null(0.0)
+        each = steps.select(pl.coalesce(pl.col("step_us"), parts + pl.col("free_us").fill_null(0.0)))
+        step_us = _finite(each.to_series().mean())
+    summary = RankSummary(
+        rank=rank,
+        folder=folder,
+        step_us=step_us,
+        compute_us=_finite(sums["compute_us"]),
+        communication_us=_finite(sums["communication_us"]),
+        exposed_comm_us=_finite(steps["comm_not_overlapped_us"].sum()) if steps.height else 0.0,
+        free_us=_finite(steps["free_us"].sum()) if steps.height else 0.0,
+        wait_us=_finite(sums["wait_us"]),
+        tasks=int(sums["tasks"]),
+    )
+    notes = tuple(profile.notes) + tuple(views.notes)
+    if len(profile.cards) > 1:
+        notes += (f"{len(profile.cards)} cards in this rank folder ({', '.join(profile.cards)}): counted as one rank",)
+    return RankEntry(summary, ops, steps, links, profile.layout, notes, size)
+
+
+def _extra(rank: str, options: ReadOptions) -> object:
+    return [_VERSION, rank, options.strict, options.source, options.timeline]
+
+
+def _entry_frame(entry: RankEntry) -> pl.DataFrame:
+    doc = {
+        "summary": {**asdict(entry.summary), "folder": str(entry.summary.folder)},
+        "ops": entry.ops.to_dicts(),
+        "steps": entry.steps.to_dicts(),
+        "links": entry.links.to_dicts(),
+        "layout": entry.layout,
+        "notes": list(entry.notes),
+        "bytes": entry.bytes,
+    }
+    return pl.DataFrame({"entry": [json.dumps(doc)]}, schema=_ENTRY_SCHEMA)
+
+
+def _entry_of_frame(frame: pl.DataFrame) -> RankEntry:
+    doc: dict[str, Any] = json.loads(frame["entry"][0])
+    s = doc["summary"]
+    summary = RankSummary(**{**s, "folder": Path(s["folder"])})
+    return RankEntry(
+        summary,
+        pl.DataFrame(doc["ops"], schema=OPS_SCHEMA),
+        pl.DataFrame(doc["steps"], schema=RANK_STEPS_SCHEMA),
+        pl.DataFrame(doc["links"], schema=RANK_LINKS_SCHEMA),
+        doc["layout"],
+        tuple(doc["notes"]),
+        int(doc["bytes"]),
+    )
+
+
+class _NotCached(Exception):
+    pass
+
+
+def cached_entry(cache: FrameCache, rank: str, folder: Path, options: ReadOptions) -> RankEntry | None:
+    """The rank's entry from the cache (its summary rows only), or None."""
+    if not cache.enabled:
+        return None
+
+    def missing() -> pl.DataFrame:
+        raise _NotCached()
+
+    try:
+        frame = cache.load_or_build(
+            ENTRY_KIND, key_files(folder, options), missing, _extra(rank, options), schema=_ENTRY_SCHEMA
+        )
+        return _entry_of_frame(frame)
+    except _NotCached:
+        return None
+    except (ProfileError, OSError, ValueError, KeyError, TypeError, pl.exceptions.PolarsError):
+        return None
+
+
+def parse_rank(
+    folder: Path, cache_dir: Path | None, options: ReadOptions = DEFAULT_OPTIONS, rank: str | None = None
+) -> RankEntry:
+    """Parse one rank folder into its cache entry and return its RankEntry (pure: picklable
+    arguments and result, nothing shared with the caller). `cache_dir` None reads and writes
+    no cache. A rank that cannot be read gives an entry with `summary.error` set (one line);
+    this never raises for bad input."""
+    folder = Path(folder)
+    cache = FrameCache(cache_dir) if cache_dir is not None else FrameCache(enabled=False)
+    name = rank if rank is not None else folder.name
+    try:
+        files = key_files(folder, options)
+    except ProfileError as exc:
+        return _error_entry(name, folder, _one_line(exc))
+    except Exception as exc:  # noqa: BLE001 - one bad rank never stops the cluster
+        return _error_entry(name, folder, _one_line(exc))
+    size = _size(files)
+    built: list[RankEntry] = []
+
+    def build() -> pl.DataFrame:
+        profile = open_profile(
+            folder,
+            cache=cache,
+            timeline=options.timeline,
+            pmu=False,
+            strict=options.strict,
+            source=options.source,
+        )
+        entry = summarize_profile(profile, name, folder, size, options.strict)
+        built.append(entry)
+        return _entry_frame(entry)
+
+    try:
+        frame = cache.load_or_build(ENTRY_KIND, files, build, _extra(name, options), schema=_ENTRY_SCHEMA)
+    except Exception as exc:  # noqa: BLE001 - one bad rank never stops the cluster
+        return _error_entry(name, folder, _one_line(exc), size)
+    finally:
+        cache.flush()
+    entry = built[0] if built else _entry_of_frame(frame)
+    if cache.problems:
+        entry = replace(entry, notes=entry.notes + tuple(cache.problems))
+    return entry
+
+
+# --------------------------------------------------------------------------- many ranks
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    """forkserver where there is one (a fresh process per worker, cheap to start), else spawn;
+    never fork (the parent may run threads: the explorer, the cache writer)."""
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+
+
+def read_ranks(
+    ranks: Sequence[tuple[str, Path]],
+    *,
+    jobs: int | None = None,
+    cache: FrameCache | None = None,
+    progress: Progress | None = None,
+    cancel: threading.Event | None = None,
+    options: ReadOptions = DEFAULT_OPTIONS,
+) -> list[RankEntry]:
+    """The entries of `ranks`, in their order: from the cache where it holds them, else parsed
+    by `parse_rank` in up to `jobs` worker processes (default: the cores; 1 parses in this
+    process, one rank at a time). `progress(done_bytes, total_bytes, label)` after each rank;
+    `cancel` is checked between ranks (raises Cancelled)."""
+    cache = cache if cache is not None else FrameCache()
+    jobs = max(1, jobs if jobs is not None else (os.cpu_count() or 1))
+    sizes: list[int] = []
+    for _, folder in ranks:
+        try:
+            sizes.append(_size(key_files(folder, options)))
+        except ProfileError:
+            sizes.append(0)
+    total = sum(sizes)
+    done = 0
+    n = len(ranks)
+    out: list[RankEntry | None] = [None] * n
+    count = 0
+
+    def finish(i: int, entry: RankEntry) -> None:
+        nonlocal done, count
+        out[i] = entry
+        done += sizes[i]
+        count += 1
+        if progress is not None:
+            state = "error" if entry.summary.error else "ok"
+            progress(done, total, f"rank {count}/{n} {entry.rank} ({state})")
+
+    def check() -> None:
+        if cancel is not None and cancel.is_set():
+            raise Cancelled()
+
+    if progress is not None:
+        progress(0, total, f"rank 0/{n}")
+    todo: list[int] = []
+    for i, (rank, folder) in enumerate(ranks):
+        check()
+        got = cached_entry(cache, rank, folder, options)
+        if got is not None:
+            finish(i, replace(got, summary=replace(got.summary, folder=folder)))
+        else:
+            todo.append(i)
+    cache_dir = cache.directory if cache.enabled else None
+    if todo and (jobs == 1 or len(todo) == 1):
+        for i in todo:
+            check()
+            rank, folder = ranks[i]
+            finish(i, parse_rank(folder, cache_dir, options, rank))
+    elif todo:
+        _in_pool(ranks, todo, min(jobs, len(todo)), cache_dir, options, finish, check)
+    return [e for e in out if e is not None]
+
+
+def _in_pool(
+    ranks: Sequence[tuple[str, Path]],
+    todo: list[int],
+    jobs: int,
+    cache_dir: Path | None,
+    options: ReadOptions,
+    finish: Callable[[int, RankEntry], None],
+    check: Callable[[], None],
+) -> None:
+    pool = cf.ProcessPoolExecutor(max_workers=jobs, mp_context=_context())
+    try:
+        # At most two ranks queued per worker: cancelling drops the rest at once.
+        queue = list(todo)
+        running: dict[cf.Future[RankEntry], int] = {}
+
+        def submit() -> None:
+            while queue and len(running) < 2 * jobs:
+                i = queue.pop(0)
+                rank, folder = ranks[i]
+                running[pool.submit(parse_rank, folder, cache_dir, options, rank)] = i
+
+        submit()
+        while running:
+            check()
+            finished, _ = cf.wait(running, timeout=0.2, return_when=cf.FIRST_COMPLETED)
+            for fut in finished:
+                i = running.pop(fut)
+                rank, folder = ranks[i]
+                try:
+                    entry = fut.result()
+                except Exception as exc:  # noqa: BLE001 - a worker that died marks its rank
+                    entry = _error_entry(rank, folder, f"worker process failed: {_one_line(exc)}")
+                finish(i, entry)
+            if any(isinstance(f.exception(), cf.process.BrokenProcessPool) for f in finished if f.done()):
+                # A dead worker breaks the pool: the rest go to a new one.
+                pool.shutdown(wait=False, cancel_futures=True)
+                rest = [running.pop(f) for f in list(running)] + queue
+                queue.clear()
+                for i in rest:
+                    rank, folder = ranks[i]
+                    finish(i, _retry(folder, cache_dir, options, rank))
+                return
+            submit()
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+
+
+def _retry(folder: Path, cache_dir: Path | None, options: ReadOptions, rank: str) -> RankEntry:
+    """A rank left over by a broken pool, parsed in a process of its own."""
+    with cf.ProcessPoolExecutor(max_workers=1, mp_context=_context()) as pool:
+        try:
+            return pool.submit(parse_rank, folder, cache_dir, options, rank).result()
+        except Exception as exc:  # noqa: BLE001 - the worker died again: this rank is marked
+            return _error_entry(rank, folder, f"worker process failed: {_one_line(exc)}")
+
+
+def open_rank_profile(folder: Path, cache: FrameCache | None = None, **kwargs: Any) -> Profile:
+    """The usual Profile of one rank folder (its frames from the cache when parse_rank left
+    them there)."""
+    return open_profile(folder, cache=cache, **kwargs)
