@@ -114,14 +114,27 @@ class ClusterSummary:
 
 class _ClusterContext(training_rules._Context):
     """The rules' context over the ranks' rows: views of every rank (card = rank), no single
-    profile. The rules read the profile only for a card without step time (`_span`): the
-    stand-in says the start times are unusable there, so the span is 0."""
+    profile or diagnosis. slow_rank and slow_link read the views, the thresholds and
+    `finding`; they read the profile only for a card without step time (`_span`): the stand-in
+    says the start times are unusable there, so the span is 0. `finding` is this class's own,
+    so the base's attributes for one profile (device kind, ...) are not needed."""
 
     def __init__(self, steps: pl.DataFrame, links: pl.DataFrame, th: Thresholds, framework: Framework) -> None:
         self.views = replace(empty_views(), steps=steps, links=links)
         self.th = th
         self.framework = framework
         self.profile = _NoProfile()  # type: ignore[assignment]
+
+    def finding(self, rule: str, card: str, **kw: Any) -> Finding:
+        return Finding(
+            rule=rule,
+            severity=kw.pop("severity", "warning"),
+            card=card,
+            op_types=kw.pop("op_types", ()),
+            op_names=kw.pop("op_names", ()),
+            advice=training_rules.advice(rule, self.framework),
+            **kw,
+        )
 
 
 class _NoProfile:

@@ -12,8 +12,8 @@ the summary row, its per-op-type totals, its links and its steps (a few rows eac
 entry itself is cached too, keyed by the files of the rank folder: a cached reopen reads only
 these small rows, never the tasks.
 
-`read_ranks(...)` runs `parse_rank` over the ranks in worker processes (spawn-safe: a
-forkserver or spawn context, never fork, so a threaded parent is safe), so the parent holds
+`read_ranks(...)` runs `parse_rank` over the ranks in worker processes (spawn, never fork:
+a threaded parent is safe), so the parent holds
 only the entries: its memory does not grow with the tasks of the ranks. The cluster summary
 (slow ranks, slow links, spread) is made from the entries in `npuscope.analysis.cluster`,
 which also holds `open_cluster` (this layer cannot import the analysis).
@@ -40,7 +40,7 @@ import polars as pl
 from .cache import FrameCache, source_digest
 from .errors import ProfileError
 from .frames import is_communication
-from .layout import DEVICE_RE, Capture, discover
+from .layout import DB_RE, DEVICE_RE, Capture, discover
 from .profile import Cancelled, Profile, ReadOptions, open_profile
 from .training import read_training_views
 from .training_files import card_key
@@ -215,6 +215,13 @@ def key_files(folder: Path, options: ReadOptions = DEFAULT_OPTIONS) -> tuple[Pat
     return tuple(out)
 
 
+def _steps_without_timeline(files: Sequence[Path]) -> bool:
+    """Whether the rank's steps come from a file, so the summary needs no timeline: torch_npu's
+    step_trace_time.csv or analysis.db, or a db export (its steps view is read from the db and
+    its tasks). Only the Overlap Analysis of a text timeline gives steps no other file has."""
+    return any(p.name in ("step_trace_time.csv", "analysis.db") or DB_RE.match(p.name) for p in files)
+
+
 def _size(paths: Sequence[Path]) -> int:
     total = 0
     for p in paths:
@@ -370,7 +377,7 @@ def parse_rank(
         profile = open_profile(
             folder,
             cache=cache,
-            timeline=options.timeline,
+            timeline=options.timeline and not _steps_without_timeline(files),
             pmu=False,
             strict=options.strict,
             source=options.source,
@@ -395,10 +402,11 @@ def parse_rank(
 
 
 def _context() -> multiprocessing.context.BaseContext:
-    """forkserver where there is one (a fresh process per worker, cheap to start), else spawn;
-    never fork (the parent may run threads: the explorer, the cache writer)."""
-    methods = multiprocessing.get_all_start_methods()
-    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+    """spawn: every worker a fresh interpreter. Never fork, nor forkserver (its server imports
+    the main module, and so polars, then forks): importing polars starts threads (jemalloc,
+    polars' own) and polars can deadlock in a child forked after that; the explorer runs
+    threads too."""
+    return multiprocessing.get_context("spawn")
 
 
 def read_ranks(
