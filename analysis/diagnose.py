@@ -15,9 +15,10 @@ from npuscope.parsers.device_info import device_info
 from npuscope.parsers.stacks import read_api_frames, read_optimizer_steps, read_stacks, stack_files
 
 from .bound import RATIO_COLUMNS
+from .device_kind import DeviceKind, device_kind
 from .findings import Finding, order
 from .fusion import fusible_findings, optimizer_findings
-from .rules import RULES, CardData, framework_of
+from .rules import CardData, framework_of, rules_for
 from .stacks import with_stacks
 from .thresholds import Thresholds
 from .waits import attribute_waits, compile_event_counts
@@ -41,6 +42,7 @@ class Diagnosis:
     thresholds: Thresholds
     cards: tuple[str, ...]
     compile_events: dict[str, int] = field(default_factory=dict)
+    device: DeviceKind = "NPU"  # the capture's device kind (analysis/device_kind.py)
 
     def for_card(self, card: str) -> tuple[Finding, ...]:
         return tuple(f for f in self.findings if f.card == card)
@@ -91,6 +93,14 @@ def diagnose(
         tasks = tasks.with_columns(causes)
     else:
         tasks = attribute_waits(tasks, profile.events, th, profile.steps)
+    kind = device_kind(profile)
+    if kind != "NPU" and "wait_cause" in tasks.columns:
+        # `recompilation` is the online compilation of an aclop operator: on another device
+        # the first call of a shape before a long wait tells nothing about the wait.
+        tasks = tasks.with_columns(
+            pl.when(pl.col("wait_cause") == "recompilation").then(pl.lit("unexplained"))
+            .otherwise(pl.col("wait_cause")).alias("wait_cause")
+        )
     tasks = tasks.with_row_index("row").with_columns(
         # Start relative to the card's first task: what the user reads on screen.
         ((pl.col("start_ns") - pl.col("start_ns").min().over("card")) / 1000).alias("start_us")
@@ -99,7 +109,7 @@ def diagnose(
     compile_events = compile_event_counts(profile.events)
     if cache is not None:
         def run_rules() -> pl.DataFrame:
-            found = _findings(profile, tasks, wanted, th, compile_events)
+            found = _findings(profile, tasks, wanted, th, compile_events, kind)
             return pl.DataFrame({"findings": [orjson.dumps([f.to_dict() for f in found]).decode()]})
 
         stored = cache.load_or_build(
@@ -109,13 +119,14 @@ def diagnose(
         cache.start_writes()
         findings = _stored(stored)
     else:
-        findings = _findings(profile, tasks, wanted, th, compile_events)
+        findings = _findings(profile, tasks, wanted, th, compile_events, kind)
     return Diagnosis(
         tasks=tasks,
         findings=tuple(findings),
         thresholds=th,
         cards=tuple(wanted),
         compile_events=compile_events,
+        device=kind,
     )
 
 
@@ -125,7 +136,8 @@ def _stored(frame: pl.DataFrame) -> list[Finding]:
 
 
 def _findings(
-    profile: Profile, tasks: pl.DataFrame, wanted: tuple[str, ...], th: Thresholds, compile_events: dict[str, int]
+    profile: Profile, tasks: pl.DataFrame, wanted: tuple[str, ...], th: Thresholds, compile_events: dict[str, int],
+    kind: DeviceKind = "NPU",
 ) -> list[Finding]:
     # The rules read these columns only; filtering fewer columns per card copies less.
     slim = tasks.select(RULE_COLUMNS)
@@ -142,20 +154,23 @@ def _findings(
             time_problem=profile.time_problem,
             framework=framework_of(profile.layout, profile),
             profile=profile,
+            kind=kind,
         )
-        for rule in RULES:
+        for rule in rules_for(kind):
             findings.extend(rule(d, th))
-    return order(_sequence_findings(profile, tasks, wanted, th, findings))
+    return order(_sequence_findings(profile, tasks, wanted, th, findings, kind))
 
 
 def _sequence_findings(
-    profile: Profile, tasks: pl.DataFrame, wanted: tuple[str, ...], th: Thresholds, findings: list[Finding]
+    profile: Profile, tasks: pl.DataFrame, wanted: tuple[str, ...], th: Thresholds, findings: list[Finding],
+    kind: DeviceKind = "NPU",
 ) -> list[Finding]:
     """The findings of op sequences (analysis/fusion.py) and of the user's code behind the
-    host time (analysis/stacks.py), which may name a frame in a `recompilation` finding."""
+    host time (analysis/stacks.py), which may name a frame in a `recompilation` finding.
+    Fusion names fused CANN operators: an NPU's only."""
     framework = framework_of(profile.layout, profile)
     out = list(findings)
-    if profile.time_problem is None:  # start order is the sequence: damaged starts have none
+    if profile.time_problem is None and kind == "NPU":  # start order is the sequence: damaged starts have none
         out += fusible_findings(tasks, wanted, th, framework)
     # A damaged stack file: no claim about that card's code, the rest stands.
     stacks = read_stacks(profile.capture, profile.cards, skip_damaged=True)

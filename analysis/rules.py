@@ -19,11 +19,14 @@ from npuscope.parsers.device_info import DeviceInfo, profile_device_info
 from npuscope.parsers.frames import is_communication
 
 from .bound import BOUND_WORDS, MIXED, UNKNOWN_BOUND, op_type_bounds
+from .device_kind import DeviceKind
 from .findings import EVIDENCE_FIELDS, Finding
 from .thresholds import Thresholds
 
 MATRIX_TYPES = r"^(MatMul|BatchMatMul|Conv|FlashAttention)"
 MATRIX_CORES = ("AI_CORE", "MIX_AIC")
+HOST_MATRIX_TYPES = r"(?i)matmul|conv|gemm|bmm|linear|attention|attn"
+"""Matrix op types by name where the capture has no AI core types (a GPU or CPU trace)."""
 CORE_TASKS = ("AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV")
 """Task types that run on the AI cores: the ones with a Block Dim and PMU ratios."""
 # An Ascend C kernel the application launches itself (`kernel<<<blockDim, ...>>>`,
@@ -186,6 +189,121 @@ FRAMEWORK_ADVICE: dict[str, dict[str, str]] = {
 of Paddle and torch_npu both."""
 
 
+_GENERIC_ADVICE = {
+    "dominant_warning": (
+        "A non-matrix op type dominating compute: check why the model calls it so often (a "
+        "Python loop over small tensors, an op per sample) and whether a fused or vectorised op "
+        "does the same work."
+    ),
+    "dominant_info": ADVICE["dominant_info"],
+    "long_task": (
+        "Check how the model calls this op: its shapes and dtypes (op report: `report --op`); if "
+        "the call is right, the op itself is the cost: a smaller or better-aligned shape, a "
+        "lower-precision dtype or a fused op changes it."
+    ),
+    "duration_outlier": (
+        "A few calls are far slower than the rest: compare their shapes and dtypes with the "
+        "typical call; a first call at a new shape (memory allocation, kernel selection) is the "
+        "usual reason: pad or bucket inputs to a few fixed shapes."
+    ),
+    "host_op_wait": (
+        "The device waited for the host: find the op just before it in the calling code, move "
+        "host work out of the step, and avoid host synchronisation (.numpy(), .item(), print of "
+        "tensors) in the step."
+    ),
+    "idle_device": ADVICE["idle_device"],
+    "communication_wait": ADVICE["communication_wait"],
+    "data_gaps": ADVICE["data_gaps"],
+}
+"""Advice for a device whose kind the capture does not tell: nothing of one device's stack."""
+
+DEVICE_ADVICE: dict[str, dict[str, str]] = {
+    "GPU": {
+        **_GENERIC_ADVICE,
+        "long_task": (
+            "Check how the model calls this op: its shapes and dtypes (op report: `report --op`); "
+            "if the call is right, the CUDA kernel itself is the cost: a better-aligned shape "
+            "(multiples of 8 suit Tensor Cores), float16 / bfloat16 under paddle.amp, or a fused "
+            "op changes it."
+        ),
+        "duration_outlier": (
+            "A few calls are far slower than the rest: compare their shapes and dtypes with the "
+            "typical call; a first call at a new shape (cuDNN algorithm selection, memory "
+            "allocation) is the usual reason: pad or bucket inputs to a few fixed shapes."
+        ),
+        "host_op_wait": (
+            "The GPU waited for the host: find the op just before it in the calling code, move "
+            "host work out of the step, and avoid host synchronisation (.numpy(), .item(), "
+            "paddle.device.synchronize(), print of tensors) in the step."
+        ),
+        "idle_device": (
+            "The GPU is idle most of the span: the job is host-bound, and no kernel change will "
+            "speed it up. Look at what the host does between launches: dispatch (many small ops: "
+            "fuse them, larger batches, paddle.jit.to_static), data loading (more DataLoader "
+            "workers, prefetch) and synchronisation (.item(), .numpy(), prints of tensors, "
+            "paddle.device.synchronize() in the step). Capture a longer, stable part of the run "
+            "if this span holds only start-up."
+        ),
+        "communication_wait": (
+            "The GPU sat in a collective (NCCL), not waiting for the host: another rank is late or "
+            "communication is not overlapped with compute. Look at the slow card (the spread in "
+            "the report's `== cards ==`) and overlap communication with compute (gradient "
+            "bucketing, asynchronous collectives)."
+        ),
+    },
+    "CPU": {
+        **_GENERIC_ADVICE,
+        "dominant_warning": (
+            "One op type dominates the host operators' time: check why the model calls it so "
+            "often (a Python loop over small tensors, an op per sample) and whether a fused or "
+            "vectorised op does the same work; a larger batch spreads the cost of each call."
+        ),
+        "dominant_info": (
+            "Matrix ops dominating is expected in matrix-heavy models; on the CPU their speed "
+            "follows the batch size and the math library's threads (OMP_NUM_THREADS)."
+        ),
+        "long_task": (
+            "Check how the model calls this host op: its shapes and dtypes (op report: "
+            "`report --op`); if the call is right, the op itself is the cost: a smaller shape, "
+            "fewer calls or a fused op changes it, and the math library's threads "
+            "(OMP_NUM_THREADS) set how many cores it uses."
+        ),
+        "duration_outlier": (
+            "A few calls are far slower than the rest: compare their shapes and dtypes with the "
+            "typical call; a first call at a new shape (memory allocation) or another process "
+            "taking the cores at that moment is the usual reason."
+        ),
+        "idle_device": (
+            "Most of the span runs no operator: the time goes to Python, the framework's "
+            "dispatch and data loading between operators. Look at the trace's Dataloader and "
+            "Python events, give the DataLoader more workers, move per-step Python work "
+            "(logging, metrics, .numpy() / .item() conversions) out of the step, and use larger "
+            "batches so each op does more work."
+        ),
+        "communication_wait": (
+            "The step sat in a collective, not in an operator: another rank is late or "
+            "communication is not overlapped with compute. Look at the slow rank (the spread in "
+            "the report's `== cards ==`) and overlap communication with compute."
+        ),
+        "data_gaps": (
+            "If the model ran on a GPU or another device, profile it too "
+            "(paddle.profiler.ProfilerTarget.GPU or CUSTOM_DEVICE) to see its kernels; a run on "
+            "the CPU misses nothing here."
+        ),
+    },
+    "unknown": _GENERIC_ADVICE,
+}
+"""Advice on a capture of a GPU, a CPU or an unknown device (analysis/device_kind.py), for every
+rule that runs there (`rules_for`); ADVICE and FRAMEWORK_ADVICE are the NPU's. Only Paddle's own
+traces come from such devices, so the texts name Paddle's APIs where one is meant."""
+
+NPU_ONLY_RULES = ("ai_cpu", "low_parallelism", "recompilation", "aclop_share", "dynamic_shape")
+"""Rules about what only an Ascend NPU has: AI_CPU tasks, Block Dim over AI cores, online
+compilation of aclop operators, aclop vs aclnn, OP State."""
+HOST_SKIPPED_RULES = ("host_op_wait",)
+"""Rules that make no sense when every task runs on the host."""
+
+
 MSPROF_LAYOUTS = ("era_a", "era_b", "file")
 """Layouts of a plain msprof export: anything run under `msprof --application` writes them."""
 
@@ -244,9 +362,20 @@ def has_custom_kernel(tasks: pl.DataFrame) -> bool:
     return found
 
 
-def advice(key: str, framework: str) -> str:
-    """The advice text `key` of ADVICE, in the words of `framework` where they differ."""
+def advice(key: str, framework: str, kind: str = "NPU") -> str:
+    """The advice text `key` of ADVICE, in the words of `framework` where they differ; on
+    another device `kind` than an NPU, DEVICE_ADVICE's (a KeyError for an NPU-only rule)."""
+    if kind != "NPU":
+        return DEVICE_ADVICE[kind][key]
     return FRAMEWORK_ADVICE.get(framework, {}).get(key, ADVICE[key])
+
+
+def rules_for(kind: str) -> tuple[Callable[[CardData, Thresholds], list[Finding]], ...]:
+    """The rules of RULES that apply to a capture of device `kind`."""
+    if kind == "NPU":
+        return RULES
+    skipped = NPU_ONLY_RULES + (HOST_SKIPPED_RULES if kind == "CPU" else ())
+    return tuple(r for r in RULES if r.__name__ not in skipped)
 
 
 @dataclass(frozen=True)
@@ -263,6 +392,7 @@ class CardData:
     time_problem: str | None = None  # start times unusable: no spans, no wait causes
     framework: str = "unknown"  # one of FRAMEWORKS: picks the advice's wording
     profile: Profile | None = None  # the capture: core counts and PMU ratios of the card
+    kind: DeviceKind = "NPU"  # the capture's device (analysis/device_kind.py): picks rules and words
 
     @cached_property
     def device(self) -> DeviceInfo | None:
@@ -290,8 +420,8 @@ class CardData:
 
     @cached_property
     def custom_types(self) -> frozenset[str]:
-        """Op types of the application's own kernels on this card."""
-        if not has_custom_kernel(self.profile.tasks if self.profile is not None else self.tasks):
+        """Op types of the application's own kernels on this card (Ascend C kernels: NPU only)."""
+        if self.kind != "NPU" or not has_custom_kernel(self.profile.tasks if self.profile is not None else self.tasks):
             return frozenset()
         return frozenset(self.tasks.filter(custom_kernel())["op_type"].unique().to_list())
 
@@ -338,7 +468,10 @@ def dominant_op_type(d: CardData, th: Thresholds) -> list[Finding]:
     # An unknown type (torch_npu Level0) is every op at once: its share says nothing.
     big = d.stat.filter((pl.col("ratio_pct") >= th.dominant_ratio_pct) & (pl.col("op_type") != UNKNOWN))
     for row in big.iter_rows(named=True):
-        matrix = bool(re.match(MATRIX_TYPES, row["op_type"] or "")) and row["core_type"] in MATRIX_CORES
+        if d.kind == "NPU":
+            matrix = bool(re.match(MATRIX_TYPES, row["op_type"] or "")) and row["core_type"] in MATRIX_CORES
+        else:  # framework op names (Paddle: matmul, conv2d, Global_MatmulGradNode): no core types
+            matrix = bool(re.search(HOST_MATRIX_TYPES, row["op_type"] or ""))
         custom = row["op_type"] in d.custom_types
         of_type = d.tasks.filter(pl.col("op_type") == row["op_type"])
         title = f"{row['op_type']} ({row['core_type']}) takes {row['ratio_pct']:.1f}% of compute"
@@ -357,7 +490,7 @@ def dominant_op_type(d: CardData, th: Thresholds) -> list[Finding]:
                 count=int(row["count"]),
                 time_us=float(row["total_us"]),
                 share_pct=float(row["ratio_pct"]),
-                advice=advice(key, d.framework),
+                advice=advice(key, d.framework, d.kind),
                 evidence=evidence(of_type, "duration_us", th.evidence_rows),
                 threshold=f"Ratio(%) >= {th.dominant_ratio_pct:g}",
             )
@@ -388,7 +521,8 @@ def _duration_findings(
                 count=n,
                 time_us=total,
                 share_pct=_share(total, d.compute_us),
-                advice=ADVICE["custom_kernel"] if rule == "long_task" and op_type in d.custom_types else ADVICE[rule],
+                advice=ADVICE["custom_kernel"] if rule == "long_task" and op_type in d.custom_types
+                else advice(rule, "", d.kind),
                 evidence=evidence(rows, "duration_us", th.evidence_rows),
                 threshold=threshold,
             )
@@ -438,7 +572,7 @@ def duration_outlier(d: CardData, th: Thresholds) -> list[Finding]:
                 count=max(rows.height, 1),
                 time_us=excess,
                 share_pct=_share(excess, d.compute_us),
-                advice=ADVICE["duration_outlier"],
+                advice=advice("duration_outlier", "", d.kind),
                 evidence=evidence(rows, "duration_us", th.evidence_rows),
                 threshold=(
                     f"Count >= {th.outlier_min_calls} and Max >= "
@@ -490,7 +624,7 @@ def _wait_findings(d: CardData, th: Thresholds, cause: str, rule: str, title: st
                 count=n,
                 time_us=total,
                 share_pct=_share(total, d.wait_us),
-                advice=advice(rule, d.framework),
+                advice=advice(rule, d.framework, d.kind),
                 confidence="suspected" if suspected else "evidence",
                 evidence=evidence(rows, "wait_us", th.evidence_rows),
                 threshold=f"Task Wait Time >= {th.long_wait_us:g} us",
@@ -548,7 +682,7 @@ def communication_wait(d: CardData, th: Thresholds) -> list[Finding]:
             count=rows.height,
             time_us=total,
             share_pct=_share(total, d.wait_us),
-            advice=ADVICE["communication_wait"],
+            advice=advice("communication_wait", "", d.kind),
             evidence=evidence(rows, "wait_us", th.evidence_rows),
             threshold=f"Task Wait Time >= {th.long_wait_us:g} us, gap covered >= half by a collective",
         )
@@ -578,21 +712,27 @@ def idle_device(d: CardData, th: Thresholds) -> list[Finding]:
     busy_pct = 100.0 * busy / span
     if busy_pct >= th.idle_busy_pct:
         return []
+    title = (
+        f"Device idle {100.0 - busy_pct:.1f}% of the span: tasks busy {busy:,.0f} us "
+        f"of {span:,.0f} us (host-bound)"
+    )
+    if d.kind == "CPU":  # every task is a host operator: no device to be idle
+        title = (
+            f"No operator running {100.0 - busy_pct:.1f}% of the span: operators busy {busy:,.0f} us "
+            f"of {span:,.0f} us (Python / framework time between them)"
+        )
     return [
         Finding(
             rule="idle_device",
             severity="warning",
-            title=(
-                f"Device idle {100.0 - busy_pct:.1f}% of the span: tasks busy {busy:,.0f} us "
-                f"of {span:,.0f} us (host-bound)"
-            ),
+            title=title,
             card=d.card,
             op_types=(),
             op_names=(),
             count=d.tasks.height,
             time_us=span - busy,
             share_pct=round(100.0 - busy_pct, 3),
-            advice=ADVICE["idle_device"],
+            advice=advice("idle_device", "", d.kind),
             threshold=f"busy share of the span < {th.idle_busy_pct:g}%",
         )
     ]
@@ -703,6 +843,8 @@ def data_gaps(d: CardData, th: Thresholds) -> list[Finding]:
     gaps = []
     if d.time_problem is not None:
         gaps.append(d.time_problem)
+    if d.kind != "NPU":
+        return _device_gaps(d, gaps)
     if d.tasks.height and not (d.compute["op_type"] != UNKNOWN).any() and d.compute.height:
         gaps.append("no op types (torch_npu Level0): findings by op type cannot be made")
     if not d.has_timeline:
@@ -727,6 +869,40 @@ def data_gaps(d: CardData, th: Thresholds) -> list[Finding]:
             time_us=0.0,
             share_pct=0.0,
             advice=ADVICE["data_gaps"],
+            confidence="evidence",
+            threshold="informational",
+        )
+    ]
+
+
+DEVICE_GAPS = {
+    "CPU": "host events only: no device activity in the trace (if the run used a device, it was not profiled)",
+    "unknown": "device events of a kind npuscope does not know: findings speak of the device in general terms",
+}
+"""What a GPU, CPU or unknown device's capture cannot show, besides damaged times: the NPU's
+gaps (OP State, PMU columns, op_statistic files) are no gap where such data never exists."""
+
+
+def _device_gaps(d: CardData, gaps: list[str]) -> list[Finding]:
+    """data_gaps on a GPU, CPU or unknown device's capture."""
+    if not d.has_timeline:
+        gaps.append("no timeline: wait causes are only suspected, host-side ops cannot be shown")
+    if d.kind in DEVICE_GAPS:
+        gaps.append(DEVICE_GAPS[d.kind])
+    if not gaps:
+        return []
+    return [
+        Finding(
+            rule="data_gaps",
+            severity="info",
+            title="What this capture cannot show: " + "; ".join(gaps),
+            card=d.card,
+            op_types=(),
+            op_names=(),
+            count=len(gaps),
+            time_us=0.0,
+            share_pct=0.0,
+            advice=advice("data_gaps", "", d.kind),
             confidence="evidence",
             threshold="informational",
         )

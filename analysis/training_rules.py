@@ -28,6 +28,7 @@ from npuscope.parsers import Profile
 from npuscope.parsers.training import TrainingViews
 from npuscope.parsers.training_files import step_number
 
+from .device_kind import DeviceKind, device_kind
 from .diagnose import Diagnosis
 from .findings import Finding, order
 from .rules import framework_of
@@ -183,9 +184,73 @@ FRAMEWORK_ADVICE: dict[str, dict[str, str]] = {
 }
 """Advice in the words of the capture's framework; rules and frameworks absent here use ADVICE."""
 
+DEVICE_ADVICE: dict[str, dict[str, str]] = {
+    "GPU": {
+        "free_time": (
+            "The GPU is free inside the steps with no operator to blame: the host is late. Give "
+            "the DataLoader more num_workers (paddle.io.DataLoader: use_shared_memory=True), and "
+            "remove host synchronisation (.numpy(), .item(), prints of tensors) from the step."
+        ),
+        "slow_rank": (
+            "One rank is slower than the others and every collective waits for it: compare its "
+            "compute (different shapes or data per rank, a hot or throttled GPU: nvidia-smi), its "
+            "host (data loading, CPU binding) and its free time with the other ranks."
+        ),
+        "slow_link": (
+            "A link moves data far slower than the others of its transport: check the topology "
+            "(nvidia-smi topo -m), the placement of the ranks, and the transport NCCL chose "
+            "(NCCL_DEBUG=INFO)."
+        ),
+    },
+    "CPU": {
+        "free_time": (
+            "No operator runs for this share of the steps: the time goes to Python, the "
+            "framework's dispatch and data loading between operators. Give the DataLoader more "
+            "num_workers, move per-step Python work (logging, metrics, .numpy() / .item() "
+            "conversions) out of the step, and use larger batches so each op does more work."
+        ),
+        "slow_rank": (
+            "One rank is slower than the others and every collective waits for it: compare its "
+            "compute (different shapes or data per rank, fewer cores or a busy host), its data "
+            "loading and its free time with the other ranks."
+        ),
+    },
+    "unknown": {
+        "slow_rank": (
+            "One rank is slower than the others and every collective waits for it: compare its "
+            "compute (different shapes or data per rank, a hot or throttled device), its host "
+            "(data loading, CPU binding) and its free time with the other ranks."
+        ),
+        "slow_link": (
+            "A link moves data far slower than the others of its transport: check the topology "
+            "and the link, the placement of the ranks, and the communication library's log."
+        ),
+    },
+}
+"""Advice on a GPU, CPU or unknown device's capture (analysis/device_kind.py) where the NPU's
+names an NPU tool or library (npu-smi, hccn_tool, HCCL); the other rules keep ADVICE, or
+Paddle's words (the only framework whose own traces come from such devices)."""
 
-def advice(rule: str, framework: str) -> str:
+NPU_ONLY_RULES = ("sync_heavy",)
+"""Rules about what only an Ascend capture records: the AscendCL / runtime synchronising APIs."""
+HOST_SKIPPED_RULES = ("slow_link", "memory_peak")
+"""Rules about device links and device memory: nothing of them on a CPU."""
+
+
+def advice(rule: str, framework: str, kind: str = "NPU") -> str:
+    """The advice of `rule` in the words of `framework`, and of the device `kind` when it is not
+    an NPU (NPU frameworks' words never apply there)."""
+    if kind != "NPU":
+        own = DEVICE_ADVICE.get(kind, {}).get(rule)
+        return own or (advice(rule, "paddle") if framework == "paddle" else ADVICE[rule])
     return FRAMEWORK_ADVICE.get(framework, {}).get(rule, ADVICE[rule])
+
+
+def runs_on(rule: str, kind: str) -> bool:
+    """Whether the training rule `rule` applies to a capture of device `kind`."""
+    if kind == "NPU":
+        return True
+    return rule not in NPU_ONLY_RULES and not (kind == "CPU" and rule in HOST_SKIPPED_RULES)
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -247,6 +312,7 @@ class _Context:
         self.views = views
         self.th = th
         self.framework = framework_of(profile.layout, profile)
+        self.kind: DeviceKind = device_kind(profile)
 
     def finding(self, rule: str, card: str, **kw: Any) -> Finding:
         return Finding(
@@ -255,7 +321,7 @@ class _Context:
             card=card,
             op_types=kw.pop("op_types", ()),
             op_names=kw.pop("op_names", ()),
-            advice=advice(rule, self.framework),
+            advice=advice(rule, self.framework, self.kind),
             **kw,
         )
 
@@ -332,13 +398,13 @@ def free_time(c: _Context, card: str) -> list[Finding]:
     if pct < c.th.free_pct:
         return []
     less = f" ({explained:,.0f} us of {free:,.0f} us free blamed on recompilation / host ops)" if explained else ""
+    # On a CPU every task is a host operator: the time between them is not a device's.
+    what = "No operator running" if c.kind == "CPU" else "Device free"
     return [
         c.finding(
             "free_time",
             card,
-            title=(
-                f"Device free {rest:,.0f} us = {pct:.1f}% of step time, unexplained{less}, over {_steps_text(steps)}"
-            ),
+            title=(f"{what} {rest:,.0f} us = {pct:.1f}% of step time, unexplained{less}, over {_steps_text(steps)}"),
             count=steps.height,
             time_us=rest,
             share_pct=pct,
@@ -641,6 +707,7 @@ def training_findings(
     out: list[Finding] = []
     for card in diagnosis.cards:
         for rule in PER_CARD:
-            out.extend(rule(c, card))
+            if runs_on(rule.__name__, c.kind):
+                out.extend(rule(c, card))
     out.extend(slow_rank(c, diagnosis.cards))
     return order(out)
