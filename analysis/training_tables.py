@@ -347,32 +347,43 @@ def ignored_terms(query: Query, fields: TableFields) -> tuple[str, ...]:
 
 
 def view_positions(frame: pl.DataFrame, query: Query, fields: TableFields, key: str, descending: bool) -> pl.Series:
-    """Positions of the rows of `frame` matching `query`, in the order of `key`."""
-    exprs: list[pl.Expr] = []
-    for t in query._compiled:
-        e: pl.Expr | None = None
-        v = t.value
-        if t.kind in ("text", "name") and isinstance(v, str):
-            columns = fields.text if t.kind == "text" else fields.text[:1]
-            for c in columns:
-                m = _contains(c, v) if frame.schema[c] == pl.String else _contains_cast(c, v)
-                e = m if e is None else e | m
-        elif t.kind == "type" and fields.type_column and isinstance(v, str):
-            e = _equals(fields.type_column, v)
-        elif t.kind == "cmp" and isinstance(v, tuple):
-            column = fields.duration if v[0] == "duration_us" else fields.wait
-            if column is not None:
-                col, number = pl.col(column), v[2]
-                e = {">": col > number, ">=": col >= number, "<": col < number, "<=": col <= number}.get(
-                    v[1], col == number
-                )
-        if e is not None:
-            e = e.fill_null(False)
-            exprs.append(~e if t.negate else e)
-    positions = frame.with_row_index("_p").filter(pl.all_horizontal(exprs) if exprs else pl.lit(True))["_p"]
+    """Positions of the rows of `frame` matching `query`, in the order of `key`: a row
+    matches when it matches every term of one of the query's `|` alternatives (the op
+    tables' rule); terms a view has no column for match every row."""
+    alternatives = []
+    for group in query._groups:
+        exprs = [e for e in (_view_term(frame, t, fields) for t in group) if e is not None]
+        alternatives.append(pl.all_horizontal(exprs) if exprs else pl.lit(True))
+    keep = pl.any_horizontal(alternatives) if alternatives else pl.lit(True)
+    positions = frame.with_row_index("_p").filter(keep)["_p"]
     if key not in frame.columns or positions.len() < 2:
         return positions
     return positions.gather(_arg_sort(frame[key].gather(positions), descending))
+
+
+def _view_term(frame: pl.DataFrame, t: Any, fields: TableFields) -> pl.Expr | None:
+    """One filter term as an expression over a view's columns; None when the view cannot
+    judge it (no such column)."""
+    e: pl.Expr | None = None
+    v = t.value
+    if t.kind in ("text", "name") and isinstance(v, str):
+        columns = fields.text if t.kind == "text" else fields.text[:1]
+        for c in columns:
+            m = _contains(c, v) if frame.schema[c] == pl.String else _contains_cast(c, v)
+            e = m if e is None else e | m
+    elif t.kind == "type" and fields.type_column and isinstance(v, str):
+        e = _equals(fields.type_column, v)
+    elif t.kind == "cmp" and isinstance(v, tuple):
+        column = fields.duration if v[0] == "duration_us" else fields.wait
+        if column is not None:
+            col, number = pl.col(column), v[2]
+            e = {">": col > number, ">=": col >= number, "<": col < number, "<=": col <= number}.get(
+                v[1], col == number
+            )
+    if e is None:
+        return None
+    e = e.fill_null(False)
+    return ~e if t.negate else e
 
 
 def _contains_cast(column: str, needle: str) -> pl.Expr:

@@ -394,6 +394,10 @@ def test_view_positions_filter_and_sort():
     assert view_positions(frame, parse_query("-allreduce"), fields, "row", False).to_list() == [1]
     assert view_positions(frame, parse_query("dur>6"), fields, "total_us", False).to_list() == [2, 1]
     assert view_positions(frame, parse_query("cause:host"), fields, "total_us", True).to_list() == [1, 2, 0]
+    # A lone | separates alternatives, as on the op tables: either side keeps its rows.
+    assert view_positions(frame, parse_query("broadcast | dur>6"), fields, "total_us", True).to_list() == [1, 2]
+    assert view_positions(frame, parse_query("allreduce dur>6 | broadcast"), fields, "row", False).to_list() == [1, 2]
+    assert view_positions(frame, parse_query("cause:host | nothing"), fields, "row", False).to_list() == [0, 1, 2]
 
 
 # --------------------------------------------------------------------------- snapshot
