@@ -6,6 +6,9 @@ escape sequences in them (to move the cursor, rewrite the screen, set the window
 write to the clipboard with OSC 52), or a formula that a spreadsheet would run.
 `printable()` removes whole escape sequences (CSI, OSC, DCS, ...) and shows every other C0/C1
 control character, and DEL, as a visible ``\\xNN`` escape; newlines and tabs are kept.
+Unicode bidirectional controls (the marks, embeddings, overrides and isolates) are shown as
+``\\uNNNN``: left in, they reorder what a terminal shows ("Trojan Source"), so an op or host
+name could read as another.
 `one_line()` also escapes newlines, for listings. `whole_number()` reads a number a user
 typed, with the same one-line reason wherever it is refused.
 """
@@ -25,12 +28,14 @@ _SEQUENCE = re.compile(
     """,
     re.VERBOSE,
 )
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # C0 but tab and newline, DEL, C1
-_CONTROL_OR_NEWLINE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+_BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"  # ALM, LRM, RLM, embeddings/overrides, isolates
+_CONTROL = re.compile(f"[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f{_BIDI}]")  # C0 but tab and newline, DEL, C1
+_CONTROL_OR_NEWLINE = re.compile(f"[\\x00-\\x08\\x0a-\\x1f\\x7f-\\x9f{_BIDI}]")
 
 
 def _escape(match: re.Match) -> str:
-    return f"\\x{ord(match.group()):02x}"
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 
 def printable(text: str) -> str:

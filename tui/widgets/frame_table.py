@@ -49,6 +49,10 @@ _BAR_EIGHTHS = " ▏▎▍▌▋▊▉"
 _BAR_FULL = "█"
 # Tabs, newlines and other control characters would break a terminal line.
 _CONTROL = {code: " " for code in (*range(32), 127)}
+# C1 controls and the Unicode bidirectional controls (a right-to-left override would show a
+# name reversed, "Trojan Source"): a visible replacement character, so the cell says that
+# something is there and keeps its width.
+_CONTROL.update({code: "\ufffd" for code in (*range(0x80, 0xA0), 0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))})
 # Rows cut from the frame per scroll window: the visible page plus this many pages before and
 # after, so scrolling by a line or a page usually reuses the cached slice.
 _OVERSCAN_PAGES = 1
