@@ -59,11 +59,26 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Diagnose the profile at PATH (default: the bundled demo) and print the findings "
             "(by time at stake), op statistics, the longest tasks and the longest waits with "
-            "their cause. JSON follows the npuscope.report/1 schema. Exit 0, or 2 on bad input."
+            "their cause. On a cluster (a folder of rank folders) first the cluster: per rank "
+            "step, compute, communication, exposed communication, free, wait and tasks, the slow "
+            "ranks and links, the slowest rank per op type; then the slowest rank's report. "
+            'JSON follows the npuscope.report/1 schema (a cluster adds "cluster"). Exit 0, or 2 '
+            "on bad input."
         ),
     )
     _add_source_args(report)
-    report.add_argument("--card", default="all", help="card id, or all (default)")
+    report.add_argument(
+        "--card",
+        default=None,
+        help="card id, or all (default); on a cluster: a rank, or all ranks (default: the slowest rank)",
+    )
+    report.add_argument(
+        "--jobs",
+        type=count(1),
+        default=None,
+        metavar="N",
+        help="on a cluster: worker processes reading the ranks (default: the cores)",
+    )
     report.add_argument(
         "--format", choices=("text", "markdown", "json"), default="text", help="output format (default text)"
     )

@@ -37,19 +37,34 @@ def _rel(path: Path, root: Path) -> str:
 
 
 def run_inspect(args: argparse.Namespace) -> int:
+    ranks = None
+    if args.path and args.capture is None:
+        from npuscope.parsers.cluster import rank_folders
+
+        ranks = rank_folders(Path(args.path))
     with profile_for_command(
         args.path, capture=args.capture, no_cache=args.no_cache, timeline=not args.no_timeline,
         strict=args.strict, source=args.source,
     ) as prof:
-        _print(prof, args)
+        _print(prof, args, ranks)
     return 0
 
 
-def _print(prof: Profile, args: argparse.Namespace) -> None:
+def _cluster_line(ranks: list[tuple[str, Path]], root: Path) -> str:
+    """The ranks a cluster folder holds, in one line (the first and last few named)."""
+    named = [f"{rank} {_rel(folder, root)}" for rank, folder in ranks]
+    shown = named if len(named) <= 4 else [*named[:2], "...", *named[-2:]]
+    return (f"cluster   {len(ranks):,} ranks: {', '.join(shown)} "
+            "(npuscope report PATH: the cluster summary, rank by rank)\n")
+
+
+def _print(prof: Profile, args: argparse.Namespace, ranks: list[tuple[str, Path]] | None = None) -> None:
     def out(text: str) -> None:  # folder, file and op names are untrusted text
         sys.stdout.write(printable(text))
     root = prof.path if prof.path.is_dir() else prof.path.parent
     out(f"path      {prof.path.resolve()}\n")
+    if ranks is not None:
+        out(_cluster_line(ranks, root))
     if len(prof.captures) > 1:
         out(f"captures  {len(prof.captures)} (newest first; pick one with --capture)\n")
         for i, cap in enumerate(prof.captures):

@@ -1,15 +1,24 @@
-"""`npuscope report`: the diagnosis as text, markdown or JSON, or one op's report."""
+"""`npuscope report`: the diagnosis as text, markdown or JSON, or one op's report.
+
+On a cluster (a folder of rank folders, parsers/cluster.py) it prints the cluster section
+(analysis/cluster_report.py) and then the usual report of one rank: the slowest, the one
+`--card` names, or every rank in turn with `--card all` (one rank loaded at a time).
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 import orjson
 
 from npuscope.analysis import Thresholds, diagnose
 from npuscope.analysis.op_report import find_task, op_report
-from npuscope.analysis.report import build_report, render
+from npuscope.analysis.report import SCHEMA, build_report, render
 from npuscope.analysis.training_rules import training_findings
 from npuscope.parsers import ProfileError
 from npuscope.parsers.training import read_training_views
@@ -19,17 +28,23 @@ from .loading import profile_for_command
 
 def run_report(args: argparse.Namespace) -> int:
     thresholds = Thresholds.from_file(args.rules)
+    if args.path and args.capture is None:
+        from npuscope.parsers.cluster import rank_folders
+
+        if rank_folders(Path(args.path)) is not None:
+            return _run_cluster(args, thresholds)
     with profile_for_command(
         args.path, capture=args.capture, no_cache=args.no_cache, timeline=not args.no_timeline,
         strict=args.strict, source=args.source,
     ) as profile:
         cards = None
-        if args.card != "all":
-            if args.card not in profile.cards:
+        card = args.card or "all"
+        if card != "all":
+            if card not in profile.cards:
                 raise ProfileError(
-                    f"no card {args.card!r} in {profile.capture.name}; cards: {', '.join(profile.cards)}"
+                    f"no card {card!r} in {profile.capture.name}; cards: {', '.join(profile.cards)}"
                 )
-            cards = (args.card,)
+            cards = (card,)
         diagnosis = diagnose(profile, thresholds, cards)
         if args.op:
             task = find_task(diagnosis, args.op)
@@ -43,3 +58,145 @@ def run_report(args: argparse.Namespace) -> int:
         else:
             sys.stdout.write(render(report, args.format))
     return 0
+
+
+# --------------------------------------------------------------------------- a cluster
+
+def _names(ranks: list[str]) -> str:
+    return ", ".join(ranks[:10]) + (f", ... ({len(ranks):,} ranks)" if len(ranks) > 10 else "")
+
+
+def _run_cluster(args: argparse.Namespace, thresholds: Thresholds) -> int:
+    from npuscope.analysis.cluster import cluster_json, open_cluster, open_rank
+    from npuscope.analysis.cluster_report import cluster_lines, rank_heading, slowest_rank
+    from npuscope.parsers import FrameCache, ReadOptions
+    from npuscope.text import printable
+
+    from .progress import StderrProgress
+
+    options = ReadOptions(strict=args.strict, source=args.source, timeline=not args.no_timeline)
+    cache = FrameCache(enabled=not args.no_cache, background=True)
+    with StderrProgress("ranks") as progress:
+        summary = open_cluster(
+            Path(args.path), jobs=args.jobs, cache=cache, progress=progress, options=options, thresholds=thresholds
+        )
+    bad = [r for r in summary.ranks if r.error is not None]
+    if args.strict and bad:
+        raise ProfileError(f"rank {bad[0].rank} could not be read: {bad[0].error}")
+    readable = [r.rank for r in summary.ranks if r.error is None]
+    if args.card == "all":
+        if args.op:
+            raise ProfileError("--op reports one op of one rank: name the rank with --card RANK")
+        chosen, why = readable, None
+    else:
+        rank = args.card if args.card is not None else slowest_rank(summary)
+        if rank is None:
+            raise ProfileError(f"no rank of {summary.path} could be read: rank {bad[0].rank}: {bad[0].error}")
+        if rank not in {r.rank for r in summary.ranks}:
+            raise ProfileError(f"no rank {rank!r} in {summary.path}; ranks: {_names([r.rank for r in summary.ranks])}")
+        if summary.rank(rank).error is not None:
+            raise ProfileError(f"rank {rank} could not be read: {summary.rank(rank).error}")
+        chosen, why = [rank], ("chosen" if args.card is not None else "the slowest")
+    detailed = chosen[0] if why is not None else None
+    rank_cache = FrameCache(summary.cache_root, background=True) if summary.cache_root else FrameCache(enabled=False)
+
+    def rank_report(rank: str) -> dict[str, Any] | None:
+        """The usual report of one rank, the cluster's findings on it among its own."""
+        profile = open_rank(summary, rank, cache=rank_cache)
+        diagnosis = diagnose(profile, thresholds)
+        if args.op:
+            sys.stdout.write(op_report(profile, diagnosis, find_task(diagnosis, args.op)))
+            return None
+        views = read_training_views(profile, strict=args.strict)
+        mine = [f for f in summary.findings if f.card == rank]
+        if len(profile.cards) == 1:  # the rank's one card is where its cluster findings show
+            mine = [replace(f, card=profile.cards[0]) for f in mine]
+        else:
+            mine = []
+        own = training_findings(profile, diagnosis, views, thresholds)
+        seen = {(f.rule, f.card, f.title) for f in own}
+        diagnosis = diagnosis.with_findings([*own, *(f for f in mine if (f.rule, f.card, f.title) not in seen)])
+        report = build_report(profile, diagnosis, top=args.top, views=views)
+        report["rank"] = rank
+        return report
+
+    out = sys.stdout
+    if args.op:
+        rank_report(chosen[0])
+        return 0
+    if args.format == "json":
+        cluster = cluster_json(summary)
+        if why is not None:
+            report = rank_report(chosen[0])
+            assert report is not None
+            report["cluster"] = cluster
+            out.write(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n")
+        else:
+            _stream_json(summary, cluster, thresholds, args.top, chosen, rank_report)
+        rank_cache.flush()
+        return 0
+    md = args.format == "markdown"
+    out.write(printable("\n".join(cluster_lines(summary, md, args.top, detailed)) + "\n"))
+    for i, rank in enumerate(chosen):
+        report = rank_report(rank)
+        assert report is not None
+        label = why or f"{i + 1:,} of {len(chosen):,}"
+        out.write(printable("\n" + rank_heading(rank, md, label) + "\n\n") + render(report, args.format))
+        out.flush()
+    if why is None:
+        for r in bad:
+            out.write(printable("\n" + rank_heading(r.rank, md, "could not be read") + f"\n{r.error}\n"))
+    rank_cache.flush()
+    return 0
+
+
+def _stream_json(summary: Any, cluster: dict[str, Any], thresholds: Thresholds, top: int, ranks: list[str],
+                 rank_report: Any) -> None:
+    """Every rank's cards in one `npuscope.report/1` document, written rank by rank (each card
+    names its rank); `source` follows the cards (the cluster's path and layout, the files,
+    views and notes of every rank, the notes prefixed with their rank), then `cluster`."""
+    head = {
+        "schema": SCHEMA,
+        "top": top,
+        "thresholds": {k: getattr(thresholds, k) for k in thresholds.__dataclass_fields__},
+    }
+    source: dict[str, Any] = {
+        "path": str(summary.path.resolve()),
+        "layout": summary.layout,
+        "era": None,
+        "capture": summary.path.name,
+        "files": [],
+        "export": None,
+        "skipped_rows": 0,
+        "time_problem": None,
+        "notes": list(summary.notes),
+        "views": [],
+        "view_notes": [],
+        "ranks": [r.rank for r in summary.ranks],
+    }
+    out = sys.stdout
+    text = orjson.dumps(head, option=orjson.OPT_INDENT_2).decode()
+    out.write(text[: text.rstrip().rfind("}")].rstrip() + ',\n  "cards": [')
+    first = True
+    for rank in ranks:
+        report = rank_report(rank)
+        src = report["source"]
+        source["era"] = source["era"] or src["era"]
+        source["export"] = source["export"] or src["export"]
+        source["time_problem"] = source["time_problem"] or src["time_problem"]
+        source["skipped_rows"] += src["skipped_rows"] or 0
+        source["files"] += src["files"]
+        source["notes"] += [f"rank {rank}: {n}" for n in src["notes"]]
+        source["views"] += [v for v in src["views"] if v not in source["views"]]
+        source["view_notes"] += [f"rank {rank}: {n}" for n in src["view_notes"]]
+        for card in report["cards"]:
+            card = {"rank": rank, **card}
+            body = textwrap.indent(orjson.dumps(card, option=orjson.OPT_INDENT_2).decode(), "    ")
+            out.write(("\n" if first else ",\n") + body)
+            first = False
+        out.flush()
+    out.write("\n  ]" if not first else "]")
+    for key, value in (("source", source), ("cluster", cluster)):
+        body = textwrap.indent(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode(), "  ").lstrip()
+        out.write(f',\n  "{key}": ' + body)
+    out.write("\n}\n")
