@@ -69,7 +69,10 @@ def profile_device(profile: Profile) -> Device:
     """The device kind of `profile`, from its layout, else from its Paddle events."""
     if profile.source_kind == "db":
         return Device("NPU", "msprof / torch_npu db export (Ascend NPU)")
-    if profile.layout == "paddle" or (profile.layout == "file" and _paddle_events(profile.events)):
+    # A Paddle trace renamed (no `.paddle_trace.json`) is read as a plain timeline file: its
+    # tasks, taken from msprof's `Ascend Hardware` process, are then empty.
+    renamed = profile.layout == "file" and profile.tasks.height == 0 and _paddle_events(profile.events)
+    if profile.layout == "paddle" or renamed:
         return paddle_device(profile.events, profile.tasks)
     if profile.layout in NPU_LAYOUTS:
         return Device("NPU", NPU_LAYOUTS[profile.layout])

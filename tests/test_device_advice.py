@@ -148,6 +148,18 @@ def test_device_kind_of_every_sample(sample, kind):
     assert device_kind(_open(SAMPLES / sample)) == kind
 
 
+def test_single_files(tmp_path):
+    """One msprof timeline file is an NPU's; a Paddle trace renamed (read as a plain file) is still
+    told by its events."""
+    msprof = SAMPLES / "msprof_golden" / "mindstudio_profiler_output" / "msprof_20240605100000.json"
+    assert device_kind(_open(msprof)) == "NPU"
+    (trace,) = PADDLE_CPU.glob("*.paddle_trace.json")
+    renamed = tmp_path / "trace.json"
+    renamed.write_bytes(trace.read_bytes())
+    prof = _open(renamed)
+    assert prof.layout == "file" and device_kind(prof) == "CPU"
+
+
 def test_handbuilt_gpu_trace_is_gpu(gpu_folder):
     prof = _open(gpu_folder)
     assert prof.layout == "paddle"
