@@ -184,7 +184,7 @@ def summarize(
     # Every slow link of a rank named, not only the evidence rows shown.
     wide = _ClusterContext(steps, links, replace(th, evidence_rows=max(th.evidence_rows, links.height)), ctx.framework)
     slow_links: list[tuple[float, str]] = []
-    for rank in names:
+    for rank in _link_suspects(links, th, names):
         for f in training_rules.slow_link(wide, rank):
             for row in f.evidence:
                 slow_links.append((_num(row.get("bandwidth_gbps")), f"{row['src']}->{row['dst']} {row['transport']}"))
@@ -211,6 +211,22 @@ def summarize(
         notes=tuple(notes),
         layout=layout,
     )
+
+
+def _link_suspects(links: pl.DataFrame, th: Thresholds, ranks: tuple[str, ...]) -> list[str]:
+    """The ranks slow_link may flag, in rank order: those with a measured link (the rule's own
+    `_measured_links`) below slow_link_pct of its transport's median. Only a pre-screen, so the
+    rule (which computes the medians again on every call) runs on a few ranks, not on 1,000;
+    the rule decides."""
+    measured = training_rules._measured_links(links, th.small_packet_mb)
+    if measured.height == 0:
+        return []
+    medians = measured.group_by("transport").agg(pl.col("bandwidth_gbps").median().alias("_median"))
+    below = measured.join(medians, on="transport").filter(
+        pl.col("bandwidth_gbps") < th.slow_link_pct / 100.0 * pl.col("_median")
+    )
+    found = set(below["card"].to_list())
+    return [r for r in ranks if r in found]
 
 
 def _num(x: object) -> float:

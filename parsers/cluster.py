@@ -191,20 +191,22 @@ def _folder_key(folder: Path) -> tuple[object, ...]:
 # --------------------------------------------------------------------------- one rank
 
 
+_EXPORT_DIRS = ("ASCEND_PROFILER_OUTPUT", "mindstudio_profiler_output", "summary", "timeline")
+"""Subfolders of a rank folder that hold its exports (torch_npu / MindSpore, msprof device_N)."""
+
+
 def key_files(folder: Path, options: ReadOptions = DEFAULT_OPTIONS) -> tuple[Path, ...]:
-    """The files a rank's entry depends on: every file in the folders its export files are in
-    (the training-level files sit beside the tasks), so any change rebuilds the entry."""
+    """The files a rank's entry depends on: every regular file in the rank folder and in its
+    export subfolders (_EXPORT_DIRS: the training-level files sit beside the tasks), so any
+    change rebuilds the entry. Names only, no parsing and no discovery (a cached reopen of
+    1,000 ranks lists them all). `options` is accepted for callers that choose by it."""
     out: list[Path] = []
-    captures = discover(folder)
-    dirs: list[Path] = []
-    for capture in captures:
-        for p in capture.files:
-            if p.parent not in dirs:
-                dirs.append(p.parent)
-    for d in dirs:
+    for d in (folder, *(folder / name for name in _EXPORT_DIRS)):
         try:
             entries = sorted(os.scandir(d), key=lambda e: e.name)
-        except OSError:
+        except PermissionError:
+            raise ProfileError(f"{d}: permission denied; make the folder readable (chmod +rx)") from None
+        except OSError:  # missing, not a folder
             continue
         for e in entries:
             try:
@@ -335,8 +337,11 @@ class _NotCached(Exception):
     pass
 
 
-def cached_entry(cache: FrameCache, rank: str, folder: Path, options: ReadOptions) -> RankEntry | None:
-    """The rank's entry from the cache (its summary rows only), or None."""
+def cached_entry(
+    cache: FrameCache, rank: str, folder: Path, options: ReadOptions, files: Sequence[Path] | None = None
+) -> RankEntry | None:
+    """The rank's entry from the cache (its summary rows only), or None. `files`: the rank's
+    key_files when the caller has them."""
     if not cache.enabled:
         return None
 
@@ -344,9 +349,9 @@ def cached_entry(cache: FrameCache, rank: str, folder: Path, options: ReadOption
         raise _NotCached()
 
     try:
-        frame = cache.load_or_build(
-            ENTRY_KIND, key_files(folder, options), missing, _extra(rank, options), schema=_ENTRY_SCHEMA
-        )
+        if files is None:
+            files = key_files(folder, options)
+        frame = cache.load_or_build(ENTRY_KIND, files, missing, _extra(rank, options), schema=_ENTRY_SCHEMA)
         return _entry_of_frame(frame)
     except _NotCached:
         return None
@@ -424,12 +429,13 @@ def read_ranks(
     `cancel` is checked between ranks (raises Cancelled)."""
     cache = cache if cache is not None else FrameCache()
     jobs = max(1, jobs if jobs is not None else (os.cpu_count() or 1))
-    sizes: list[int] = []
+    files: list[tuple[Path, ...] | str] = []  # each rank's key files, or why they cannot be had
     for _, folder in ranks:
         try:
-            sizes.append(_size(key_files(folder, options)))
-        except ProfileError:
-            sizes.append(0)
+            files.append(key_files(folder, options))
+        except Exception as exc:  # noqa: BLE001 - one bad rank never stops the cluster
+            files.append(_one_line(exc))
+    sizes = [_size(f) if isinstance(f, tuple) else 0 for f in files]
     total = sum(sizes)
     done = 0
     n = len(ranks)
@@ -454,7 +460,11 @@ def read_ranks(
     todo: list[int] = []
     for i, (rank, folder) in enumerate(ranks):
         check()
-        got = cached_entry(cache, rank, folder, options)
+        mine = files[i]
+        if isinstance(mine, str):
+            finish(i, _error_entry(rank, folder, mine))
+            continue
+        got = cached_entry(cache, rank, folder, options, mine)
         if got is not None:
             finish(i, replace(got, summary=replace(got.summary, folder=folder)))
         else:
