@@ -25,7 +25,7 @@ import math
 import os
 import re
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,7 +45,13 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 _TIME_MAX = 1 << 62
 _U64 = 1 << 64
 _NO_CONTEXT = "4294967295"  # TASK.contextId of a task without subtasks: `N/A` in op_summary
-_ROWS_PER_BATCH = 65536  # ADBC infers a column's type from its first batch: make it large
+BATCH_ROWS = 65536
+"""Rows per batch of a query (ADBC infers a column's type from its first batch: keep it large);
+progress is reported and a cancel seen between batches (~0.05 s each)."""
+
+RowsHook = Callable[[int, int], None]
+"""Called with the rows read so far and the rows the read is expected to take; it may raise to
+stop the read."""
 
 # How each column is read. time/int/key: Int64; id: opaque text; ref: a STRING_IDS id,
 # resolved to its text with `N/A` as null; list: a ref whose text is a `;`-list that may keep
@@ -210,8 +216,13 @@ def _clean(value: str | None, kind: str) -> str | None:
 class _Db:
     """One read-only db: the schema, STRING_IDS, and queries into typed frames."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, hook: RowsHook | None = None, batch_rows: int = BATCH_ROWS) -> None:
         self.path = path
+        self.hook = hook
+        self.batch_rows = batch_rows
+        self.rows_read = 0  # over every query, for `hook`
+        self.rows_expected = 0
+        self._counts: dict[str, int] = {}
         # fsencode: a file name that is not UTF-8 still reaches SQLite byte for byte.
         self.uri = "file:" + quote(os.fsencode(path.absolute())) + "?mode=ro&immutable=1"
         self.notes: list[str] = []
@@ -322,22 +333,61 @@ class _Db:
             if raw is not None and raw.columns == list(kinds) and all(
                 raw.schema[c] in _FAST_OK[k] for c, k in kinds.items()
             ):
-                return raw.with_columns(self._convert(c, k, raw.schema[c]) for c, k in kinds.items())
-        return self._sqlite3_frame(sql, kinds)
+                self.rows_read += raw.height
+                df = raw.with_columns(self._convert(c, k, raw.schema[c]) for c, k in kinds.items())
+                self.tick()
+                return df
+        df = self._sqlite3_frame(sql, kinds)
+        self.tick()
+        return df
+
+    # -- progress
+
+    def expect(self, table: str | None, times: int = 1) -> None:
+        """Count the rows of `table` `times` into the expected rows (~0.1 s for 2M rows)."""
+        if self.hook is None or table is None or times < 1:
+            return
+        if table not in self._counts:
+            try:
+                (rows,) = self.con.execute(f"SELECT COUNT(*) FROM {_q(table)}").fetchone()
+            except sqlite3.Error:  # damage: the read itself says what is wrong
+                rows = 0
+            self._counts[table] = rows if isinstance(rows, int) else 0
+        self.rows_expected += self._counts[table] * times
+
+    def _rows(self, rows: int) -> None:
+        """`rows` of the current query read: the hook sees every query's rows so far."""
+        if self.hook is not None:
+            done = self.rows_read + rows
+            self.hook(done, max(done, self.rows_expected))
+
+    def tick(self) -> None:
+        """Between two steps of work: the hook may stop the read here too."""
+        self._rows(0)
 
     def _adbc_frame(self, sql: str) -> pl.DataFrame | None:
         import adbc_driver_manager
 
-        stmt = None
+        from .arrow_stream import Watched
+
+        stmt = watched = None
         try:
             stmt = adbc_driver_manager.AdbcStatement(self._adbc)
-            stmt.set_options(**{"adbc.sqlite.query.batch_rows": str(_ROWS_PER_BATCH)})
+            stmt.set_options(**{"adbc.sqlite.query.batch_rows": str(self.batch_rows)})
             stmt.set_sql_query(sql)
             stream, _ = stmt.execute_query()
-            df = pl.DataFrame(stream)
+            if self.hook is None:
+                df = pl.DataFrame(stream)
+            else:
+                watched = Watched(stream, self._rows)
+                df = pl.DataFrame(watched)
         except (adbc_driver_manager.Error, pl.exceptions.PolarsError, ValueError, TypeError):
+            if watched is not None and watched.error is not None:
+                raise watched.error from None  # the hook stopped the read
             return None  # a type ADBC did not expect, or damage: sqlite3 reads it or says why
         finally:
+            if watched is not None:
+                watched.close()
             if stmt is not None:
                 try:
                     stmt.close()
@@ -357,11 +407,15 @@ class _Db:
         return col.cast(_KIND_DTYPES[kind]).alias(name)
 
     def _sqlite3_frame(self, sql: str, kinds: dict[str, str]) -> pl.DataFrame:
+        rows: list[Any] = []
         try:
             cur = self.con.execute(sql)
-            rows = cur.fetchall()
+            while batch := cur.fetchmany(self.batch_rows):
+                rows += batch
+                self._rows(len(rows))
         except (sqlite3.Error, OverflowError, ValueError) as exc:
             raise _sqlite_error(self.path, exc) from None
+        self.rows_read += len(rows)
         cols = list(zip(*rows)) if rows else [()] * len(kinds)
         del rows
         out = {}
@@ -382,6 +436,7 @@ class _Db:
             else:
                 data = [_text(v) for v in values]
             out[name] = pl.Series(name, data, dtype=_KIND_DTYPES[kind])
+            self.tick()  # a column of values converted one by one takes a while
         return pl.DataFrame(out)
 
 
@@ -554,6 +609,7 @@ def _compute_tasks(db: _Db, cards: _Cards) -> pl.DataFrame | None:
     )
     df = db.frame(sql, {**t_kinds, **c_kinds})
     df = _keep_valid(df, "compute task", db.notes)
+    db.tick()
     extra = []
     if "context_id" in df.columns:
         extra.append(pl.when(pl.col("context_id") == _NO_CONTEXT).then(None).otherwise(pl.col("context_id")).alias("context_id"))
@@ -707,6 +763,7 @@ def _events(db: _Db, cards: _Cards) -> pl.DataFrame | None:
         # to (its compile and sync calls share no connection with any task); a thread that
         # launched nothing stays "host".
         df = df.join(cards.by_connection(), on="connection_id", how="left", maintain_order="left")
+        db.tick()
         owner = (
             df.drop_nulls("card").group_by("thread").agg(pl.col("card").mode().sort().first().alias("owner"))
         )
@@ -776,19 +833,39 @@ def _with_step_ids(tasks: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     return hit.sort("_row").drop("_row", "_from", "_to", "_step")
 
 
-def read_db(path: Path, *, card: str | None = None) -> DbExport:
+def read_db(
+    path: Path, *, card: str | None = None, hook: RowsHook | None = None, batch_rows: int = BATCH_ROWS
+) -> DbExport:
     """The canonical frames of one db export.
 
     `card` is the card label the layout knows (torch_npu: the rank of profiler_info_<rank>.json);
     without it the card is TASK.deviceId through RANK_DEVICE_MAP, or the device id itself.
+    `hook(rows_read, rows_expected)` is called after each batch of `batch_rows` rows of every
+    query and between the steps that follow; whatever it raises ends the read. The expected
+    rows are an estimate made before reading (each table's largest rowid, once per query that
+    reads it), never below the rows read.
     """
     path = Path(path)
     _check_file(path)
     try:
-        with _Db(path) as db:
+        with _Db(path, hook, batch_rows) as db:
             return _read(db, path, card)
     except sqlite3.Error as exc:
         raise _sqlite_error(path, exc) from None
+
+
+def _expect_rows(db: _Db) -> None:
+    """The rows the read will take, by the tables its queries scan (see `_read`)."""
+    task = db.table("TASK")
+    db.expect(db.table("STRING_IDS"))
+    db.expect(task, 1 if db.col("TASK", "deviceId") is not None else 0)  # the devices of `_Cards`
+    db.expect(db.table("COMPUTE_TASK_INFO"))  # joined with TASK: one row per compute task
+    db.expect(db.table("TASK_PMU_INFO"))
+    db.expect(db.table("COMMUNICATION_OP"))
+    if db.table("COMMUNICATION_OP") is not None and db.col("TASK", "connectionId") and db.col("TASK", "modelId"):
+        db.expect(task)  # the Model ID of each collective
+    db.expect(db.table("STEP_TIME"))
+    db.expect(db.table("CANN_API"))
 
 
 def _read(db: _Db, path: Path, card: str | None) -> DbExport:
@@ -810,14 +887,19 @@ def _read(db: _Db, path: Path, card: str | None) -> DbExport:
             )
     except OSError:
         pass
+    _expect_rows(db)
     db.load_strings()
     cards = _Cards(db, card)
+    if cards.only is None:  # each card's connections, read once for communication and events
+        db.expect(db.table("TASK"))
     parts: list[pl.DataFrame] = []
     pmu_names: list[str] = []
     compute = _compute_tasks(db, cards)
+    db.tick()
     if compute is not None:
         compute, pmu_names = _pmu(db, compute)
         parts.append(compute)
+    db.tick()
     comm = _communication(db, cards)
     if comm is not None and comm.height:
         parts.append(comm)
@@ -835,7 +917,9 @@ def _read(db: _Db, path: Path, card: str | None) -> DbExport:
         if "step_id" not in tasks.columns:
             tasks = tasks.with_columns(pl.lit(None, dtype=pl.String).alias("step_id"))
         tasks = _with_step_ids(tasks, steps)
+    db.tick()
     tasks = canonical_tasks(tasks, card=cards.only or card, pmu=pmu_names)
+    db.tick()
     events = _events(db, cards)
     all_cards = set(cards.cards) | set(tasks["card"].unique().to_list())
     return DbExport(

@@ -25,7 +25,7 @@ from .columns import (
     TASK_ORDER,
     UNKNOWN,
 )
-from .csv_table import RowPolicy, read_header, read_table
+from .csv_table import PIECE_BYTES, BytesHook, RowPolicy, read_header, read_table
 from .errors import ProfileError
 from .frames import canonical_statistic, canonical_tasks, derive_statistic, empty_statistic, empty_tasks
 from .layout import Capture, Layout, Source, discover
@@ -176,6 +176,8 @@ def open_profile(
     pmu: bool | Literal["ratios"] = True,
     strict: bool = False,
     source: SourceChoice = "auto",
+    piece_bytes: int = PIECE_BYTES,
+    batch_rows: int | None = None,
 ) -> Profile:
     """Discover and parse one capture (the newest unless `capture` names one).
 
@@ -186,6 +188,10 @@ def open_profile(
     `strict=True` refuses a file with damaged rows instead of skipping them with a note.
     `source` picks the text or the db export when a capture has both (`auto`: the db, as
     Huawei's own analysers do); the other is never read.
+    `progress(done_bytes, total_bytes, label)` moves after each file, and inside a file after
+    each piece of `piece_bytes` of a CSV table or batch of `batch_rows` rows of a db query (a
+    db's bytes counted in proportion to its rows read); `cancel` is checked at the same
+    points and raises `Cancelled`. Timelines report through `timeline.watching`.
     """
     if source not in SOURCES:
         raise ProfileError(f"unknown source {source!r}; use one of {', '.join(SOURCES)}")
@@ -206,15 +212,28 @@ def open_profile(
     files = tuple(p for _, paths, _ in plan for p in paths)
     ignored = tuple(item for _, _, skipped in plan for item in skipped)
     total = _size(files)
-    done = 0
+    done = 0  # bytes of the files read
+    shown = 0  # the most progress reported: a reread never moves it back
+
+    def report(at: int, label: str) -> None:
+        nonlocal shown
+        if cancel is not None and cancel.is_set():
+            raise Cancelled()
+        shown = max(shown, min(at, total))
+        if progress is not None:
+            progress(shown, total, label)
 
     def advance(paths: Sequence[Path], label: str) -> None:
         nonlocal done
-        if cancel is not None and cancel.is_set():
-            raise Cancelled()
         done += _size(paths)
-        if progress is not None:
-            progress(done, total, label)
+        report(done, label)
+
+    def within(paths: Sequence[Path], label: str) -> BytesHook | None:
+        """The hook of a read of `paths`: its bytes read so far, after the files done."""
+        if progress is None and cancel is None:
+            return None
+        size = _size(paths)
+        return lambda read: report(done + min(read, size), label)
 
     if progress is not None:
         progress(0, total, "discovered " + chosen.name)
@@ -232,7 +251,9 @@ def open_profile(
             raise Cancelled()
         kinds.add("db" if src.db is not None else "text")
         if src.db is not None:
-            read = _read_db_cached(cache, src, task_columns, timeline)
+            bytes_hook = within((src.db,), "db export")
+            rows_hook = None if bytes_hook is None else partial(_rows_as_bytes, bytes_hook, _size((src.db,)))
+            read = _read_db_cached(cache, src, task_columns, timeline, rows_hook, batch_rows)
             advance((src.db,), "db export")
             tasks_parts.append(read.tasks)
             tasks_from = "db"
@@ -265,9 +286,9 @@ def open_profile(
                 event_parts.append(events)
             advance(src.timeline, "timeline")
         if src.tasks:
+            read_tasks = partial(_read_tasks, src, hook=within(src.tasks, "op summary"), piece_bytes=piece_bytes)
             tasks = _cached_table(
-                cache, "tasks", src.tasks, partial(_read_tasks, src), src.card, strict,
-                parse_notes, columns=task_columns,
+                cache, "tasks", src.tasks, read_tasks, src.card, strict, parse_notes, columns=task_columns,
             )
             tasks_from = "op_summary"
             advance(src.tasks, "op summary")
@@ -281,10 +302,10 @@ def open_profile(
         if tasks is not None:
             tasks_parts.append(tasks)
         if src.statistic:
-            stat = _cached_table(
-                cache, "statistic", src.statistic, partial(_read_statistic, src),
-                src.card, strict, parse_notes,
+            read_stat = partial(
+                _read_statistic, src, hook=within(src.statistic, "op statistic"), piece_bytes=piece_bytes
             )
+            stat = _cached_table(cache, "statistic", src.statistic, read_stat, src.card, strict, parse_notes)
             if tasks is not None and tasks.height:
                 # One pass per card for both checks: the time check reuses it below when
                 # this is the profile's only tasks frame.
@@ -309,12 +330,8 @@ def open_profile(
         if stat is not None:
             stat_parts.append(stat)
         if src.steps:
-            step_parts.append(
-                _cached_table(
-                    cache, "steps", src.steps, partial(_read_steps, src), src.card,
-                    strict, parse_notes,
-                )
-            )
+            read_steps = partial(_read_steps, src, hook=within(src.steps, "step trace"), piece_bytes=piece_bytes)
+            step_parts.append(_cached_table(cache, "steps", src.steps, read_steps, src.card, strict, parse_notes))
             advance(src.steps, "step trace")
     tasks = _concat(tasks_parts) if tasks_parts else empty_tasks()
     stat = _concat(stat_parts) if stat_parts else empty_statistic()
@@ -454,11 +471,21 @@ class _DbFrames:
     notes: tuple[str, ...]
 
 
+def _rows_as_bytes(hook: BytesHook, size: int, rows: int, expected: int) -> None:
+    """A db read's rows as bytes of its file, in proportion."""
+    hook(size * rows // expected if expected else 0)
+
+
 def _read_db_cached(
-    cache: FrameCache, src: Source, columns: Callable[[list[str]], list[str]], timeline: bool
+    cache: FrameCache,
+    src: Source,
+    columns: Callable[[list[str]], list[str]],
+    timeline: bool,
+    hook: Callable[[int, int], None] | None = None,
+    batch_rows: int | None = None,
 ) -> _DbFrames:
     """The frames of a db export, each cached on its own, read from SQLite at most once."""
-    from .db import read_db  # SQLite is only opened for db exports
+    from .db import BATCH_ROWS, read_db  # SQLite is only opened for db exports
 
     assert src.db is not None
     db_path = src.db
@@ -466,7 +493,7 @@ def _read_db_cached(
 
     def export() -> DbExport:
         if "x" not in memo:
-            memo["x"] = read_db(db_path, card=src.card)
+            memo["x"] = read_db(db_path, card=src.card, hook=hook, batch_rows=batch_rows or BATCH_ROWS)
         return memo["x"]
 
     tasks = cache.load_or_build(
@@ -512,20 +539,33 @@ def _concat(frames: list[pl.DataFrame]) -> pl.DataFrame:
     return pl.concat(frames, how="diagonal_relaxed")
 
 
-def _read_tasks(src: Source, rows: RowPolicy) -> pl.DataFrame:
+def _read_tasks(
+    src: Source, rows: RowPolicy, hook: BytesHook | None = None, piece_bytes: int = PIECE_BYTES
+) -> pl.DataFrame:
     df, pmu = read_table(
-        src.tasks, TASK_COLUMNS, what="op_summary / kernel_details", extra_as_float=True, rows=rows
+        src.tasks, TASK_COLUMNS, what="op_summary / kernel_details", extra_as_float=True, rows=rows,
+        hook=hook, piece_bytes=piece_bytes,
     )
     return canonical_tasks(df, card=src.card, pmu=pmu)
 
 
-def _read_steps(src: Source, rows: RowPolicy) -> pl.DataFrame:
-    df, _ = read_table(src.steps, STEP_COLUMNS, what="step_trace", extra_as_float=False, rows=rows)
+def _read_steps(
+    src: Source, rows: RowPolicy, hook: BytesHook | None = None, piece_bytes: int = PIECE_BYTES
+) -> pl.DataFrame:
+    df, _ = read_table(
+        src.steps, STEP_COLUMNS, what="step_trace", extra_as_float=False, rows=rows, hook=hook,
+        piece_bytes=piece_bytes,
+    )
     if "card" not in df.columns or df["card"].null_count() == df.height:
         df = df.with_columns(pl.lit(src.card or "0", dtype=pl.String).alias("card"))
     return df.select([pl.col(c).cast(t) for c, t in STEP_SCHEMA.items()])
 
 
-def _read_statistic(src: Source, rows: RowPolicy) -> pl.DataFrame:
-    df, _ = read_table(src.statistic, STAT_COLUMNS, what="op_statistic", extra_as_float=False, rows=rows)
+def _read_statistic(
+    src: Source, rows: RowPolicy, hook: BytesHook | None = None, piece_bytes: int = PIECE_BYTES
+) -> pl.DataFrame:
+    df, _ = read_table(
+        src.statistic, STAT_COLUMNS, what="op_statistic", extra_as_float=False, rows=rows, hook=hook,
+        piece_bytes=piece_bytes,
+    )
     return canonical_statistic(df, card=src.card)
