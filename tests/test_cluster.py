@@ -284,6 +284,61 @@ def test_summarize_of_entries_is_order_free(text8):
     assert summarize(entries, Thresholds(slow_rank_pct=a.spread_pct + 1)).slow_ranks == ()
 
 
+def test_msprof_device_folders_are_ranks(tmp_path):
+    """msprof Era A: a device_N folder per card; with one PROF per node the device numbers
+    repeat, and ranks are numbered in folder order. An Era B merged export (every card in one
+    file set) is one capture, not a cluster."""
+    gen = generate(
+        tmp_path / "era_a",
+        layout="era_a",
+        cards=8,
+        problems=("slow_rank",),
+        training=True,
+        timeline=False,
+        steps=2,
+        ops_per_step=60,
+    )
+    ranks = rank_folders(gen.root)
+    assert ranks is not None and [(r, f.name) for r, f in ranks] == [(str(i), f"device_{i}") for i in range(8)]
+    summary = open_cluster(gen.root, jobs=1, cache=FrameCache(enabled=False))
+    assert summary.slow_ranks == (_planted(gen, "slow_rank"),)
+    for r in summary.ranks:
+        (path,) = r.folder.glob("summary/op_summary_*.csv")
+        rows = _csv(path)
+        assert r.tasks == len(rows)
+        assert r.compute_us == pytest.approx(
+            sum(float(x["Task Duration(us)"]) for x in rows if x["Task Type"] not in ("COMMUNICATION", "HCCL")),
+            abs=0.01,
+        )
+    nodes = tmp_path / "nodes"
+    for node in ("PROF_000001_20240605100000123_NODEAAAAAAAAAAAA", "PROF_000001_20240605100000456_NODEBBBBBBBBBBBB"):
+        generate(nodes, layout="era_a", cards=2, problems=(), timeline=False, steps=2, ops_per_step=60, prof_name=node)
+    ranks = rank_folders(nodes)
+    assert ranks is not None
+    assert [(r, f.parent.name[-4:], f.name) for r, f in ranks] == [
+        ("0", "AAAA", "device_0"),
+        ("1", "AAAA", "device_1"),
+        ("2", "BBBB", "device_0"),
+        ("3", "BBBB", "device_1"),
+    ]
+    era_b = generate(tmp_path / "era_b", layout="era_b", cards=4, problems=(), timeline=False, steps=2, ops_per_step=60)
+    assert rank_folders(era_b.root) is None
+
+
+def test_paddle_rank_folders(tmp_path):
+    """Paddle traces in rank_N folders (as `npuscope capture` lays them out) are ranks."""
+    (trace,) = (Path(__file__).parent.parent / "fixtures" / "samples" / "paddle_cpu").glob("*.paddle_trace.json")
+    for n in (0, 1):
+        (tmp_path / "host" / f"rank_{n}").mkdir(parents=True)
+        shutil.copy(trace, tmp_path / "host" / f"rank_{n}" / trace.name)
+    ranks = rank_folders(tmp_path)
+    assert ranks is not None and [f.name for _, f in ranks] == ["rank_0", "rank_1"]
+    summary = open_cluster(tmp_path, jobs=1, cache=FrameCache(enabled=False))
+    assert [r.error for r in summary.ranks] == [None, None]
+    assert summary.ranks[0].tasks == summary.ranks[1].tasks > 0
+    assert summary.slow_ranks == ()
+
+
 def test_not_a_cluster(text8):
     one = rank_folders(text8.root)[0][1]
     with pytest.raises(ProfileError, match="not a cluster"):
