@@ -304,7 +304,10 @@ def _steps_text(steps: pl.DataFrame) -> str:
 
 
 class _Context:
-    """What every rule reads: the views, the diagnosis, the thresholds, the framework."""
+    """What every rule reads: the views, the diagnosis, the thresholds, the framework, the
+    device kind (a context built without a profile keeps the NPU's)."""
+
+    kind: DeviceKind = "NPU"
 
     def __init__(self, profile: Profile, diagnosis: Diagnosis, views: TrainingViews, th: Thresholds) -> None:
         self.profile = profile
@@ -312,7 +315,7 @@ class _Context:
         self.views = views
         self.th = th
         self.framework = framework_of(profile.layout, profile)
-        self.kind: DeviceKind = device_kind(profile)
+        self.kind = device_kind(profile)
 
     def finding(self, rule: str, card: str, **kw: Any) -> Finding:
         return Finding(
