@@ -232,7 +232,7 @@ def test_cached_reopen_reads_only_summary_rows(text8, tmp_path, monkeypatch):
     monkeypatch.setattr(parsers_cluster, "open_profile", no_parse)
     cache = FrameCache(cache_dir)
     again = open_cluster(text8.root, jobs=1, cache=cache)
-    assert cache.hits == 8 and cache.misses == 0  # one small entry per rank
+    assert cache.hits == 1 and cache.misses == 0  # one small entry: every rank's summary rows
     assert again.ranks == first.ranks
     assert_frame_equal(again.frame(), first.frame())
     assert_frame_equal(again.op_type_slowest, first.op_type_slowest)
@@ -243,6 +243,19 @@ def test_cached_reopen_reads_only_summary_rows(text8, tmp_path, monkeypatch):
     )
     assert [f.to_dict() for f in again.findings] == [f.to_dict() for f in first.findings]
     monkeypatch.undo()
+    # One rank changed (its mtime, put back after): it is parsed again, the others come from
+    # their own entries.
+    ranks = rank_folders(text8.root)
+    changed = ranks[5][1] / "ASCEND_PROFILER_OUTPUT" / "communication.json"
+    st = changed.stat()
+    os.utime(changed, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    try:
+        cache = FrameCache(cache_dir)
+        third = open_cluster(text8.root, jobs=1, cache=cache)
+    finally:
+        os.utime(changed, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert cache.hits == 7
+    assert third.ranks == first.ranks and third.slow_links == first.slow_links
     # Opening one rank reads its frames from the entries its parse left.
     rank_cache = FrameCache(cache_dir)
     profile = open_rank(again, _planted(text8, "slow_rank"), cache=rank_cache)
