@@ -92,7 +92,7 @@ def op_report(profile: Profile, diagnosis: Diagnosis, task: dict[str, Any]) -> s
         f"| Op Name | `{task['op_name']}` |",
         f"| OP Type | {_v(task['op_type'])} |",
         f"| Task Type | {_v(task['task_type'])} |",
-        f"| interface | {'aclnn' if task['is_aclnn'] else 'aclop'} |",
+        *([f"| interface | {'aclnn' if task['is_aclnn'] else 'aclop'} |"] if diagnosis.device == "NPU" else []),
         f"| OP State | {_v(task['op_state'])} |",
         f"| Input Shapes | `{_v(task['input_shapes'])}` |",
         f"| Input Data Types | {_v(task['input_dtypes'])} |",
@@ -101,7 +101,7 @@ def op_report(profile: Profile, diagnosis: Diagnosis, task: dict[str, Any]) -> s
         f"| Output Data Types | {_v(task['output_dtypes'])} |",
         f"| Output Formats | {_v(task['output_formats'])} |",
         f"| Block Num | {_block(profile, task)} |",
-        *_bound_rows(profile, diagnosis, task),
+        *(_bound_rows(profile, diagnosis, task) if diagnosis.device == "NPU" else []),
         f"| Task Duration (us) | {_v(task['duration_us'])} |",
         f"| Task Wait Time (us) | {_v(task['wait_us'])}"
         + (f" (cause: {task['wait_cause']}, {task['wait_confidence']})" if task.get("wait_cause") else "")

@@ -97,6 +97,7 @@ def build_report(
             "capture": profile.capture.name,
             "files": [str(p) for p in profile.files],
             "export": profile.source_kind,
+            "device": diagnosis.device,  # NPU, GPU, CPU or unknown (analysis/device_kind.py)
             "skipped_rows": profile.skipped_rows,
             "time_problem": profile.time_problem,
             "notes": list(profile.notes),
@@ -115,7 +116,9 @@ def render(report: dict[str, Any], fmt: str) -> str:
     out: list[str] = []
     src = report["source"]
     out.append(("# npuscope report: " if md else "npuscope report: ") + src["capture"])
-    out.append(f"{src['path']}  ({src['layout']}, {src['era']})")
+    device = src.get("device", "NPU")
+    on = "" if device == "NPU" else f", device {device}"  # an NPU is what every export but a trace is
+    out.append(f"{src['path']}  ({src['layout']}, {src['era']}{on})")
     for note in [*src.get("notes", []), *src.get("view_notes", [])]:
         out.append(("- note: " if md else "note: ") + note)
     spread = report.get("card_spread")

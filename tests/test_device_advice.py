@@ -242,6 +242,25 @@ def test_cpu_capture_report_json_and_text_have_no_npu_terms(capsys):
     assert "No operator running" in text  # free_time in a CPU's words
 
 
+def test_cpu_capture_report_names_its_device_and_its_op_report_has_no_npu_rows(capsys):
+    assert main(["report", str(PADDLE_CPU), "--no-cache", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["source"]["device"] == "CPU"
+    assert main(["report", str(PADDLE_CPU), "--no-cache"]) == 0
+    assert "(paddle, Paddle profiler, device CPU)" in capsys.readouterr().out.splitlines()[1]
+    assert main(["report", str(PADDLE_CPU), "--no-cache", "--op", "#3"]) == 0
+    op = capsys.readouterr().out
+    assert "| Task Type | CPU |" in op  # the op report itself is there
+    assert npu_terms(op) == [] and "interface" not in op and "Pipe ratios" not in op
+
+
+def test_npu_capture_report_says_npu_in_json_only(capsys):
+    golden = SAMPLES / "msprof_golden"
+    assert main(["report", str(golden), "--no-cache", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["source"]["device"] == "NPU"
+    assert main(["report", str(golden), "--no-cache", "--op", "#0"]) == 0
+    assert "| interface | " in capsys.readouterr().out
+
+
 def test_forcing_the_npu_brings_back_the_npu_words(monkeypatch):
     """The check above can fail: the same capture taken for an NPU (as before device kinds)
     gets TransData, CANN / PMU and AI_CORE words, which npu_terms finds."""
