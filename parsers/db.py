@@ -371,6 +371,7 @@ class _Db:
         from .arrow_stream import Watched
 
         stmt = watched = None
+        stopped: BaseException | None = None  # what the hook raised to stop the read
         try:
             stmt = adbc_driver_manager.AdbcStatement(self._adbc)
             stmt.set_options(**{"adbc.sqlite.query.batch_rows": str(self.batch_rows)})
@@ -380,10 +381,13 @@ class _Db:
                 df = pl.DataFrame(stream)
             else:
                 watched = Watched(stream, self._rows)
-                df = pl.DataFrame(watched)
+                try:
+                    df = pl.DataFrame(watched)
+                except BaseException:
+                    if watched.error is None:
+                        raise
+                    stopped = watched.error
         except (adbc_driver_manager.Error, pl.exceptions.PolarsError, ValueError, TypeError):
-            if watched is not None and watched.error is not None:
-                raise watched.error from None  # the hook stopped the read
             return None  # a type ADBC did not expect, or damage: sqlite3 reads it or says why
         finally:
             if watched is not None:
@@ -393,6 +397,8 @@ class _Db:
                     stmt.close()
                 except Exception:  # noqa: BLE001
                     pass
+        if stopped is not None:
+            raise stopped
         return df.rechunk() if df.n_chunks() > 1 else df
 
     def _convert(self, name: str, kind: str, dtype: pl.DataType) -> pl.Expr:
@@ -410,11 +416,17 @@ class _Db:
         rows: list[Any] = []
         try:
             cur = self.con.execute(sql)
-            while batch := cur.fetchmany(self.batch_rows):
-                rows += batch
-                self._rows(len(rows))
         except (sqlite3.Error, OverflowError, ValueError) as exc:
             raise _sqlite_error(self.path, exc) from None
+        while True:
+            try:
+                batch = cur.fetchmany(self.batch_rows)
+            except (sqlite3.Error, OverflowError, ValueError) as exc:
+                raise _sqlite_error(self.path, exc) from None
+            if not batch:
+                break
+            rows += batch
+            self._rows(len(rows))  # outside the try: what the hook raises is its own
         self.rows_read += len(rows)
         cols = list(zip(*rows)) if rows else [()] * len(kinds)
         del rows

@@ -256,3 +256,26 @@ def test_real_db_in_batches_matches_sqlite(tmp_path):
     con.close()
     assert batches.tasks.height == compute + comm
     assert len(seen.of("db export")) > compute // 16
+
+
+def test_a_db_read_by_the_sqlite3_module_reports_and_cancels_too(db_export, tmp_path):
+    """A text id far down TASK makes ADBC refuse the query; the sqlite3 module reads it in
+    batches just the same."""
+    g, db = db_export
+    odd = tmp_path / "odd"
+    odd.mkdir()
+    copy = odd / db.name
+    copy.write_bytes(db.read_bytes())
+    con = sqlite3.connect(copy)
+    con.execute("UPDATE TASK SET streamId = 'stream-7' WHERE rowid = (SELECT MAX(rowid) FROM TASK)")
+    con.commit()
+    con.close()
+    seen = Seen()
+    batches = _open(odd, progress=seen, batch_rows=BATCH)
+    assert "stream-7" in batches.tasks["stream_id"].to_list()
+    assert batches.tasks.equals(_open(odd).tasks)
+    inside = seen.of("db export")
+    assert inside == sorted(inside) and inside[-1] == copy.stat().st_size
+    seen = Seen("db export", stop_at=copy.stat().st_size // 4)
+    with pytest.raises(Cancelled):
+        _open(odd, progress=seen, cancel=seen.cancel, batch_rows=BATCH)
