@@ -562,53 +562,99 @@ def _in_pool(
     finish: Callable[[int, RankEntry], None],
     check: Callable[[], None],
 ) -> None:
-    pool = cf.ProcessPoolExecutor(max_workers=jobs, mp_context=_context())
-    try:
-        # At most two ranks queued per worker: cancelling drops the rest at once.
-        queue = list(todo)
-        running: dict[cf.Future[RankEntry], int] = {}
+    """Parse `todo` in a pool of `jobs` workers. A worker that dies (killed, out of memory)
+    breaks the pool: the ranks in flight then are parsed one at a time in a process of their
+    own (the one that kills it again is marked), and the rest go on in a new pool."""
+    queue = list(todo)
+    while queue:
+        suspects = _pool_pass(ranks, queue, jobs, cache_dir, options, finish, check)
+        _one_by_one(ranks, suspects, cache_dir, options, finish, check)
 
-        def submit() -> None:
+
+def _result(fut: cf.Future[RankEntry], check: Callable[[], None]) -> None:
+    """Wait for `fut`, checking for cancellation meanwhile."""
+    while not fut.done():
+        check()
+        cf.wait([fut], timeout=0.2)
+
+
+def _died(rank: str, folder: Path) -> RankEntry:
+    return _error_entry(rank, folder, "the worker process parsing this rank died (killed, or out of memory)")
+
+
+def _pool_pass(
+    ranks: Sequence[tuple[str, Path]],
+    queue: list[int],
+    jobs: int,
+    cache_dir: Path | None,
+    options: ReadOptions,
+    finish: Callable[[int, RankEntry], None],
+    check: Callable[[], None],
+) -> list[int]:
+    """Ranks of `queue` (taken off it as they are handed out) parsed in one pool, until the
+    queue is done or the pool breaks; returns the ranks in flight when it broke."""
+    pool = cf.ProcessPoolExecutor(max_workers=jobs, mp_context=_context())
+    running: dict[cf.Future[RankEntry], int] = {}
+    try:
+        while queue or running:
+            # At most two ranks handed out per worker: cancelling drops the rest at once.
             while queue and len(running) < 2 * jobs:
                 i = queue.pop(0)
                 rank, folder = ranks[i]
                 running[pool.submit(parse_rank, folder, cache_dir, options, rank)] = i
-
-        submit()
-        while running:
             check()
             finished, _ = cf.wait(running, timeout=0.2, return_when=cf.FIRST_COMPLETED)
+            broken: list[int] = []
             for fut in finished:
                 i = running.pop(fut)
-                rank, folder = ranks[i]
-                try:
-                    entry = fut.result()
-                except Exception as exc:  # noqa: BLE001 - a worker that died marks its rank
-                    entry = _error_entry(rank, folder, f"worker process failed: {_one_line(exc)}")
-                finish(i, entry)
-            if any(isinstance(f.exception(), cf.process.BrokenProcessPool) for f in finished if f.done()):
-                # A dead worker breaks the pool: the rest go to a new one.
+                exc = fut.exception()
+                if isinstance(exc, cf.process.BrokenProcessPool):
+                    broken.append(i)
+                elif exc is not None:  # parse_rank never raises: this is the pickling or the pool
+                    finish(i, _error_entry(*ranks[i], f"worker process failed: {_one_line(exc)}"))
+                else:
+                    finish(i, fut.result())
+            if broken:
+                broken += running.values()
+                running.clear()
                 pool.shutdown(wait=False, cancel_futures=True)
-                rest = [running.pop(f) for f in list(running)] + queue
-                queue.clear()
-                for i in rest:
-                    rank, folder = ranks[i]
-                    finish(i, _retry(folder, cache_dir, options, rank))
-                return
-            submit()
+                return sorted(broken)
     except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     pool.shutdown(wait=True)
+    return []
 
 
-def _retry(folder: Path, cache_dir: Path | None, options: ReadOptions, rank: str) -> RankEntry:
-    """A rank left over by a broken pool, parsed in a process of its own."""
-    with cf.ProcessPoolExecutor(max_workers=1, mp_context=_context()) as pool:
-        try:
-            return pool.submit(parse_rank, folder, cache_dir, options, rank).result()
-        except Exception as exc:  # noqa: BLE001 - the worker died again: this rank is marked
-            return _error_entry(rank, folder, f"worker process failed: {_one_line(exc)}")
+def _one_by_one(
+    ranks: Sequence[tuple[str, Path]],
+    todo: list[int],
+    cache_dir: Path | None,
+    options: ReadOptions,
+    finish: Callable[[int, RankEntry], None],
+    check: Callable[[], None],
+) -> None:
+    """Each rank of `todo` alone in a one-worker pool; a rank whose worker dies is marked."""
+    pool: cf.ProcessPoolExecutor | None = None
+    try:
+        for i in todo:
+            rank, folder = ranks[i]
+            if pool is None:
+                pool = cf.ProcessPoolExecutor(max_workers=1, mp_context=_context())
+            fut = pool.submit(parse_rank, folder, cache_dir, options, rank)
+            _result(fut, check)
+            exc = fut.exception()
+            if isinstance(exc, cf.process.BrokenProcessPool):
+                finish(i, _died(rank, folder))
+                pool.shutdown(wait=False)
+                pool = None
+            elif exc is not None:
+                finish(i, _error_entry(rank, folder, f"worker process failed: {_one_line(exc)}"))
+            else:
+                finish(i, fut.result())
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
 
 
 def open_rank_profile(folder: Path, cache: FrameCache | None = None, **kwargs: Any) -> Profile:
