@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 import os
-import statistics
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
@@ -103,7 +102,7 @@ class ClusterSummary:
             "tasks": pl.Int64(),
             "error": pl.String(),
         }
-        return pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
+        return pl.DataFrame(rows, schema=schema) if rows else pl.DataFrame(schema=schema)
 
     def rank(self, rank: str) -> RankSummary:
         for r in self.ranks:
@@ -296,9 +295,3 @@ def cluster_json(summary: ClusterSummary) -> dict[str, Any]:
         "spread_pct": summary.spread_pct,
         "slow_links": list(summary.slow_links),
     }
-
-
-def median_step_us(summary: ClusterSummary) -> float | None:
-    """The median over readable ranks of their mean step time."""
-    got = [r.step_us for r in summary.ranks if r.error is None and r.step_us is not None]
-    return statistics.median(got) if got else None

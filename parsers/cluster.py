@@ -12,11 +12,12 @@ the summary row, its per-op-type totals, its links and its steps (a few rows eac
 entry itself is cached too, keyed by the files of the rank folder: a cached reopen reads only
 these small rows, never the tasks.
 
-`read_ranks(...)` runs `parse_rank` over the ranks in worker processes (spawn, never fork:
-a threaded parent is safe), so the parent holds
-only the entries: its memory does not grow with the tasks of the ranks. The cluster summary
-(slow ranks, slow links, spread) is made from the entries in `npuscope.analysis.cluster`,
-which also holds `open_cluster` (this layer cannot import the analysis).
+`read_ranks(...)` runs `parse_rank` over the ranks in worker processes (spawned, never
+forked: a threaded parent is safe), so the parent holds only the entries: its memory does not
+grow with the tasks of the ranks. One more cache entry holds every rank's rows, so a cached
+reopen reads one small file. The cluster summary (slow ranks, slow links, spread) is made
+from the entries in `npuscope.analysis.cluster`, which also holds `open_cluster` (this layer
+cannot import the analysis).
 
 Nothing is written into the profile folders: only into the cache folder.
 """
@@ -420,6 +421,14 @@ def _context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context("spawn")
 
 
+def default_jobs() -> int:
+    """The cores this process may run on (os.cpu_count() counts the machine's, also those a
+    CPU affinity mask leaves out)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
+
+
 def read_ranks(
     ranks: Sequence[tuple[str, Path]],
     *,
@@ -430,11 +439,11 @@ def read_ranks(
     options: ReadOptions = DEFAULT_OPTIONS,
 ) -> list[RankEntry]:
     """The entries of `ranks`, in their order: from the cache where it holds them, else parsed
-    by `parse_rank` in up to `jobs` worker processes (default: the cores; 1 parses in this
+    by `parse_rank` in up to `jobs` worker processes (default: default_jobs(); 1 parses in this
     process, one rank at a time). `progress(done_bytes, total_bytes, label)` after each rank;
     `cancel` is checked between ranks (raises Cancelled)."""
     cache = cache if cache is not None else FrameCache()
-    jobs = max(1, jobs if jobs is not None else (os.cpu_count() or 1))
+    jobs = max(1, jobs if jobs is not None else default_jobs())
     files: list[tuple[Path, ...] | str] = []  # each rank's key files, or why they cannot be had
     for _, folder in ranks:
         try:

@@ -402,7 +402,7 @@ def test_64_ranks_and_parent_memory(text8, tmp_path):
     opening them is within 25 MB of its peak after 8 (the summary of 56 more ranks is a few
     hundred KB; holding their tasks, as one profile of the whole folder does, adds ~90 MB at
     800 tasks a rank, measured here: this cluster has 120). ~9 s: 72 ranks parsed in spawned
-    workers, the cheapest 64-rank case the brief asks for."""
+    workers, the cheapest 64-rank case."""
     gen64 = _generate(tmp_path / "c64", 64, False)
     script = tmp_path / "rss.py"
     script.write_text(_RSS)
