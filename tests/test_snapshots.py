@@ -1,5 +1,6 @@
 """SVG snapshots of the explorer at the sizes people run it in (update with --snapshot-update,
-after looking at the difference in snapshot_report.html)."""
+after looking at the difference in snapshot_report.html); the Ranks view of a generated
+4-rank cluster at 80x24."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pilot_helpers import wait_loaded
 from textual.widgets import Input
 
 from npuscope.fixtures.demo_profile import ensure_demo
+from npuscope.fixtures.generate import generate
 from npuscope.tui.app import NpuscopeApp
 
 
@@ -53,3 +55,34 @@ def test_finding_detail(snap_compare):
 def test_capture_screen(snap_compare, tmp_path, monkeypatch):
     monkeypatch.setenv("NPUSCOPE_CONFIG_DIR", str(tmp_path))  # no remembered host
     assert snap_compare(_app(), terminal_size=(120, 40), run_before=_after("c"))
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """Four ranks, a slow rank and a slow link planted (the name is the same every run)."""
+    root = tmp_path_factory.mktemp("snapshot-cluster") / "job"
+    generate(
+        root,
+        layout="torch_npu",
+        cards=4,
+        problems=("slow_rank", "slow_link"),
+        training=True,
+        timeline=False,
+        steps=2,
+        ops_per_step=60,
+    )
+    return root
+
+
+async def _ranks_view(pilot) -> None:
+    app = pilot.app
+    while app.ranks is None or app.screen is not app.ranks:  # waits on the app's messages
+        await pilot.pause()
+    await app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+def test_ranks_view_80x24(snap_compare, cluster):
+    assert snap_compare(
+        NpuscopeApp(cluster, cache=False, clusters=True), terminal_size=(80, 24), run_before=_ranks_view
+    )

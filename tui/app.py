@@ -8,6 +8,12 @@ cancel event and generation (load_job.py). Screens ask for work with request mes
 (`LoadRequested`, `CompareRequested`, `CancelRequested`); jobs answer with result messages
 tagged with their generation, and a result whose job is no longer the current one is
 dropped, so nothing an older load or compare posts can replace what a newer one showed.
+
+With `clusters=True` a path that is a cluster (a folder of rank folders) loads its summary
+and shows the Ranks view (screens/ranks_screen.py) first; a rank chosen there (`RankRequested`) or the next or
+previous one from the main screen (`RankStepRequested`) loads as a capture does, in a job of
+its own, and the main screen names the rank. `RanksRequested` shows the Ranks view again as
+it was (it stays installed: nothing is reloaded).
 """
 
 from __future__ import annotations
@@ -32,9 +38,10 @@ from npuscope.analysis.compare import compare_runs
 from npuscope.analysis.compare_render import render_comparison
 from npuscope.parsers import Cancelled, ProfileError, ReadOptions
 
-from .load_job import Job, load_profile, open_for_compare
+from .load_job import Job, cluster_ranks, load_cluster, load_profile, load_rank, open_for_compare
 from .messages import (
     CancelRequested,
+    ClusterLoaded,
     CompareRequested,
     ComparisonFailed,
     ComparisonReady,
@@ -43,12 +50,18 @@ from .messages import (
     LoadProgressed,
     LoadRequested,
     ProfileLoaded,
+    RankRequested,
+    RanksRequested,
+    RankStepRequested,
 )
+from .ranks_state import neighbour
 from .screens.help_screen import HelpScreen, all_keys
 from .screens.main_screen import MainScreen
+from .screens.ranks_screen import RanksScreen
 from .screens.text_screen import TextScreen
 
 INTERRUPTED = 130  # the exit code of a start interrupted by ctrl+c, as for any command
+RANKS_SCREEN = "ranks"  # the installed Ranks view of the open cluster
 
 
 class _LoopExecutor(ThreadPoolExecutor):
@@ -93,8 +106,12 @@ class NpuscopeApp(App):
         export_dir: Path | None = None,
         compare_with: Path | None = None,
         read: ReadOptions | None = None,
+        clusters: bool = False,
     ) -> None:
+        """`clusters`: a folder of rank folders opens as a cluster, the Ranks view first (else
+        as one capture whose cards are the ranks, every rank loaded into one frame)."""
         super().__init__()
+        self.clusters = clusters
         self.read = read or ReadOptions()
         self.compare_with = compare_with
         self.path = path
@@ -109,6 +126,10 @@ class NpuscopeApp(App):
         self.comparing: Job | None = None  # the compare whose result is taken
         self.jobs: list[Job] = []  # every job started (their threads may outlive the app)
         self.dropped: list[tuple[str, int]] = []  # (message, generation) of jobs no longer current
+        self.cluster: Any = None  # the ClusterSummary of the open cluster, if the path is one
+        self.ranks: RanksScreen | None = None  # its Ranks view (installed while it is open)
+        self.rank: str | None = None  # the rank of the cluster the main screen shows
+        self.loading_rank: str | None = None  # the rank the current load opens
         # Quit while a load or compare ran: the process ends without waiting for anything it
         # left (its thread, a cache write it queued), even if the thread has noticed the cancel.
         self.left_busy = False
@@ -169,6 +190,17 @@ class NpuscopeApp(App):
             self._post(LoadProgressed(done, total, label, job.generation))
 
         try:
+            if self.clusters and cluster_ranks(path, capture):
+                summary = load_cluster(
+                    path,
+                    read=self.read,
+                    thresholds=self.thresholds,
+                    use_cache=self.use_cache,
+                    cancel=job.cancel,
+                    progress=progress,
+                )
+                self._post(ClusterLoaded(summary, job.generation))
+                return
             profile, diagnosis = load_profile(
                 path,
                 capture=capture,
@@ -187,6 +219,105 @@ class NpuscopeApp(App):
             self._post(LoadFailed(message, generation=job.generation))
         else:
             self._post(ProfileLoaded(profile, diagnosis, job.generation))
+
+    # ---------------------------------------------------------------- clusters
+    @work(group="load", exit_on_error=False, description="load rank")
+    async def _run_rank(self, job: Job, summary: Any, rank: str) -> None:
+        await job.run(partial(self._load_rank, job, summary, rank))
+
+    def start_rank(self, rank: str) -> int:
+        """Load rank `rank` of the open cluster into the main screen; an older load is
+        cancelled. From the Ranks view its progress shows there (Esc cancels). Its generation."""
+        if self.loading is not None:
+            self.loading.cancel.set()
+        job = self.loading = self._job("load")
+        self.loading_rank = rank
+        if self.ranks is not None and self.screen is self.ranks:
+            self.ranks.show_loading(rank)
+        else:
+            self.main.show_loading(f"opening rank {rank}")
+        self._run_rank(job, self.cluster, rank)
+        return job.generation
+
+    def _load_rank(self, job: Job, summary: Any, rank: str) -> None:
+        def progress(done: int, total: int, label: str) -> None:
+            self._post(LoadProgressed(done, total, label, job.generation))
+
+        try:
+            profile, diagnosis = load_rank(
+                summary,
+                rank,
+                read=self.read,
+                thresholds=self.thresholds,
+                use_cache=self.use_cache,
+                cancel=job.cancel,
+                progress=progress,
+            )
+        except Cancelled:
+            self._post(LoadCancelled(job.generation))
+        except ProfileError as exc:
+            self._post(LoadFailed(f"rank {rank}: {exc}", exc.title, job.generation))
+        except Exception as exc:
+            message = f"rank {rank}: unexpected error while loading: {type(exc).__name__}: {exc}"
+            self._post(LoadFailed(message, generation=job.generation))
+        else:
+            self._post(ProfileLoaded(profile, diagnosis, job.generation, rank=rank))
+
+    @on(ClusterLoaded)
+    def _cluster_loaded(self, message: ClusterLoaded) -> None:
+        if not self._current(message, self.loading):
+            return
+        self.loading = None
+        if self.comparing is not None:
+            self.comparing.cancel.set()
+            self.comparing = None
+        self._close_cluster()
+        self.cluster = message.summary
+        self.ranks = RanksScreen(message.summary)
+        self.install_screen(self.ranks, RANKS_SCREEN)
+        self.main.show_loading(f"cluster {message.summary.path} · R: the Ranks view")
+        while self.screen is not self.main and len(self.screen_stack) > 1:
+            self.pop_screen()
+        self.push_screen(RANKS_SCREEN)
+        for note in message.summary.notes:
+            self.notify(note, title="Cluster", markup=False, timeout=8)
+
+    def _close_cluster(self) -> None:
+        """The open cluster (if any) is closed: its Ranks view goes."""
+        ranks, self.ranks = self.ranks, None
+        self.cluster, self.rank = None, None
+        if ranks is None:
+            return
+        if ranks in self.screen_stack:
+            while self.screen is not self.main and len(self.screen_stack) > 1:
+                self.pop_screen()
+        self.uninstall_screen(RANKS_SCREEN)
+        self.main.set_rank(None)
+
+    @on(RankRequested)
+    def _rank_requested(self, message: RankRequested) -> None:
+        if self.cluster is None:
+            return
+        self.start_rank(message.rank)
+
+    @on(RankStepRequested)
+    def _rank_step(self, message: RankStepRequested) -> None:
+        if self.ranks is None:
+            return
+        rank = neighbour(self.ranks.frame, self.rank, message.step)
+        if rank is None:
+            self.notify("No other rank of this cluster can be opened.", markup=False)
+            return
+        self.start_rank(rank)
+
+    @on(RanksRequested)
+    def _ranks_requested(self, message: RanksRequested) -> None:
+        if self.ranks is None or self.screen is self.ranks:
+            return
+        while self.screen is not self.main and len(self.screen_stack) > 1:
+            self.pop_screen()
+        self.ranks.select_rank(self.rank)
+        self.push_screen(RANKS_SCREEN)
 
     @on(LoadRequested)
     def _load_requested(self, message: LoadRequested) -> None:
@@ -214,7 +345,10 @@ class NpuscopeApp(App):
     @on(LoadProgressed)
     def _progressed(self, message: LoadProgressed) -> None:
         if self._current(message, self.loading):
-            self.main.show_progress(message.done, message.total, message.label)
+            if self.ranks is not None and self.screen is self.ranks and self.ranks.loading_rank is not None:
+                self.ranks.show_progress(message.done, message.total, message.label)
+            else:
+                self.main.show_progress(message.done, message.total, message.label)
 
     @on(ProfileLoaded)
     def _loaded(self, message: ProfileLoaded) -> None:
@@ -224,6 +358,17 @@ class NpuscopeApp(App):
         if self.comparing is not None:  # it compared against the profile replaced now
             self.comparing.cancel.set()
             self.comparing = None
+        if message.rank is None:
+            self._close_cluster()  # a capture opened by itself
+        else:
+            self.rank = message.rank
+            ranks = [r.rank for r in self.cluster.ranks]
+            self.main.set_rank(message.rank, f"{ranks.index(message.rank) + 1}/{len(ranks)}")
+            if self.ranks is not None:
+                self.ranks.show_idle()
+                self.ranks.select_rank(message.rank)
+                if self.screen is self.ranks:
+                    self.pop_screen()
         self.main.show_profile(message.profile, message.diagnosis)
         if self.compare_with is not None:
             self.start_compare(self.compare_with)
@@ -245,20 +390,34 @@ class NpuscopeApp(App):
 
     def _stopped(self, message: str) -> None:
         """A load ended without a profile: back to the open one, or say so on the empty screen."""
+        if self.ranks is not None and self.screen is self.ranks:  # a rank chosen in the Ranks view
+            self.ranks.show_idle(message)
+            self.notify(message, markup=False)
+            return
+        if self.main.profile is None and self.ranks is not None:
+            self.main.show_loading(f"{message} · R: the Ranks view · q quits")
+            return
         if self.main.profile is None:
             self.main.show_loading(f"{message} · q quits")
             return
-        self.path = self.main.profile.path
+        if self.cluster is None:
+            self.path = self.main.profile.path
         self.main.add_class("loaded")
         self.notify(message, markup=False)
 
     def fail(self, message: str, title: str = "Cannot load") -> None:
+        if self.ranks is not None and (self.screen is self.ranks or self.main.profile is None):
+            # A rank of the open cluster: the Ranks view stays and says why.
+            self.ranks.show_idle(message)
+            self.notify(message, title=title, severity="error", markup=False)
+            return
         if self.main.profile is None:
             self.error_message = message
             self.exit(return_code=2)
         else:
             # Keep showing the profile that is open (and say which path it came from).
-            self.path = self.main.profile.path
+            if self.cluster is None:
+                self.path = self.main.profile.path
             self.main.add_class("loaded")
             self.notify(message, title=title, severity="error", markup=False)
 
@@ -318,7 +477,7 @@ class NpuscopeApp(App):
     def action_interrupt(self) -> None:
         """ctrl+c: during a load, stop it and quit as an interrupted command does; else
         Textual's hint of how to quit."""
-        if self.loading is None and self.main.profile is not None:
+        if self.loading is None and (self.main.profile is not None or self.cluster is not None):
             self.action_help_quit()
             return
         self._cancel_all()
@@ -326,11 +485,11 @@ class NpuscopeApp(App):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "cancel_load":  # only while a load runs on the main screen: else hidden
-            return self.loading is not None and self.screen is self.main
+            return self.loading is not None and self.screen in (self.main, self.ranks)
         return super().check_action(action, parameters)
 
     def action_cancel_load(self) -> None:
-        if self.loading is None or self.screen is not self.main:
+        if self.loading is None or self.screen not in (self.main, self.ranks):
             raise SkipAction()  # Esc does what the screen binds it to
         self.cancel_loading()
 
@@ -346,6 +505,13 @@ class NpuscopeApp(App):
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         """The palette offers every action of the main screen, named as in the footer."""
         yield from super().get_system_commands(screen)
+        if isinstance(screen, RanksScreen):
+            for binding in RanksScreen.BINDINGS:
+                if isinstance(binding, Binding) and not binding.action.startswith("escape"):
+                    yield SystemCommand(
+                        binding.description, f"key: {binding.key}", partial(screen.run_action, binding.action)
+                    )
+            return
         if self.main.profile is None:
             return
         for binding in MainScreen.BINDINGS:
@@ -358,4 +524,4 @@ class NpuscopeApp(App):
             )
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(all_keys(self.BINDINGS, MainScreen.BINDINGS)))
+        self.push_screen(HelpScreen(all_keys(self.BINDINGS, MainScreen.BINDINGS, RanksScreen.BINDINGS)))

@@ -6,19 +6,27 @@ quitting during a load would wait for the parse to end. A daemon thread is left 
 instead (the CLI ends the process once Textual has restored the terminal), and cancelling the
 worker sets the job's event. Each job has its own `cancel` event: a new load never clears
 the event of an older one, and the app drops whatever an older job posts by its generation.
+
+A path that is a cluster (a folder of rank folders) loads its summary (`load_cluster`: each
+rank parsed in worker processes, progress by ranks and bytes, the cancel checked between
+ranks); a rank of it then loads as a capture does (`load_rank`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import Any
 
 from npuscope.analysis import Diagnosis, Thresholds, diagnose
+from npuscope.analysis.cluster import ClusterSummary, open_cluster, open_rank
 from npuscope.parsers import Cancelled, FrameCache, Profile, ReadOptions, open_profile
+from npuscope.parsers.cluster import rank_folders
 from npuscope.parsers.timeline import watching
 
 Progress = Callable[[int, int, str], None]
@@ -80,7 +88,53 @@ def load_profile(
     Progress is in bytes of the capture's files: per file from `open_profile`, and per piece
     of ~8 MB while a timeline is parsed (the longest part of a cold load).
     """
-    cache = FrameCache(enabled=use_cache, background=True)
+
+    def opener(**kwargs: Any) -> Profile:
+        return open_profile(path, capture=capture, **kwargs)
+
+    return _open_and_diagnose(
+        opener, read=read, thresholds=thresholds, use_cache=use_cache, cancel=cancel, progress=progress
+    )
+
+
+def load_rank(
+    summary: ClusterSummary,
+    rank: str,
+    *,
+    read: ReadOptions,
+    thresholds: Thresholds | None,
+    use_cache: bool,
+    cancel: threading.Event,
+    progress: Progress | None = None,
+) -> tuple[Profile, Diagnosis]:
+    """Open and diagnose rank `rank` of a cluster (from its cache entry when there is one),
+    as `load_profile` opens a capture: progress by bytes, `Cancelled` soon after `cancel`."""
+
+    def opener(**kwargs: Any) -> Profile:
+        return open_rank(summary, rank, **kwargs)
+
+    return _open_and_diagnose(
+        opener,
+        read=read,
+        thresholds=thresholds,
+        use_cache=use_cache,
+        cancel=cancel,
+        progress=progress,
+        cache_root=summary.cache_root,  # where the cluster's parse left the rank's frames
+    )
+
+
+def _open_and_diagnose(
+    opener: Callable[..., Profile],
+    *,
+    read: ReadOptions,
+    thresholds: Thresholds | None,
+    use_cache: bool,
+    cancel: threading.Event,
+    progress: Progress | None,
+    cache_root: Path | None = None,
+) -> tuple[Profile, Diagnosis]:
+    cache = FrameCache(cache_root, enabled=use_cache, background=True)
     files = [0, 0]  # bytes done before the file being read, bytes of all files
 
     def on_file(done: int, total: int, label: str) -> None:
@@ -97,9 +151,7 @@ def load_profile(
             progress(min(files[0] + read_bytes, files[1]), files[1], "timeline")
 
     with watching(on_piece):
-        profile = open_profile(
-            path,
-            capture=capture,
+        profile = opener(
             cache=cache,
             progress=on_file,
             cancel=cancel,
@@ -113,6 +165,64 @@ def load_profile(
     if progress is not None:
         progress(files[1], files[1], "diagnosing")
     return profile, diagnose(profile, thresholds, cache=cache)
+
+
+def cluster_ranks(path: Path, capture: str | int | None) -> bool:
+    """Whether `path` opens as a cluster (a folder of rank folders); a capture picked by name
+    never does. Raises ProfileError as opening the path would (nothing found, no permission)."""
+    return capture is None and rank_folders(path) is not None
+
+
+def _start_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker with the real stderr.
+
+    The ranks are parsed in spawned worker processes, and the first spawn starts the tracker,
+    handing it `sys.stderr.fileno()`. Inside the app that is Textual's print capture, whose
+    fileno is -1: the spawn fails ("bad value(s) in fds_to_keep"). The process's own stderr
+    is put back for the moment the tracker starts (once; later spawns find it running).
+    """
+    captured, real = sys.stderr, sys.__stderr__
+    if real is None or captured is real:
+        resource_tracker.ensure_running()
+        return
+    sys.stderr = real
+    try:
+        resource_tracker.ensure_running()
+    finally:
+        sys.stderr = captured
+
+
+def load_cluster(
+    path: Path,
+    *,
+    read: ReadOptions,
+    thresholds: Thresholds | None,
+    use_cache: bool,
+    cancel: threading.Event,
+    progress: Progress | None = None,
+) -> ClusterSummary:
+    """The summary of the cluster at `path`: each rank parsed into its own cache entry (in
+    worker processes), progress by ranks and bytes, `Cancelled` between ranks once `cancel`
+    is set. Only the summary rows are held here, never a rank's tasks."""
+
+    def on_rank(done: int, total: int, label: str) -> None:
+        if cancel.is_set():
+            raise Cancelled()
+        if progress is not None:
+            progress(done, total, label)
+
+    _start_resource_tracker()
+    summary = open_cluster(
+        path,
+        cache=FrameCache(enabled=use_cache),
+        progress=on_rank,
+        cancel=cancel,
+        options=read,
+        thresholds=thresholds or Thresholds(),
+    )
+    if cancel.is_set():
+        raise Cancelled()
+    return summary
 
 
 def open_for_compare(other: Path, *, use_cache: bool, cancel: threading.Event) -> Profile:

@@ -14,6 +14,7 @@ from pathlib import Path
 from textual.message import Message
 
 from npuscope.analysis import Diagnosis
+from npuscope.analysis.cluster import ClusterSummary
 from npuscope.parsers import Profile
 
 # ---------------------------------------------------------------- requests (screens -> app)
@@ -40,6 +41,26 @@ class CancelRequested(Message):
     """Stop the load in progress (if any); the open profile stays."""
 
 
+class RankRequested(Message):
+    """Open rank `rank` of the open cluster in the main screen (in place of the open rank)."""
+
+    def __init__(self, rank: str) -> None:
+        super().__init__()
+        self.rank = rank
+
+
+class RankStepRequested(Message):
+    """Open the rank `step` places after the open one (-1: the previous) in rank order."""
+
+    def __init__(self, step: int) -> None:
+        super().__init__()
+        self.step = step
+
+
+class RanksRequested(Message):
+    """Show the open cluster's Ranks view again (as it was: nothing is reloaded)."""
+
+
 # ---------------------------------------------------------------- results (workers -> app)
 
 
@@ -58,12 +79,23 @@ class LoadProgressed(Message):
 
 
 class ProfileLoaded(Message):
-    """Load `generation` parsed and diagnosed its profile."""
+    """Load `generation` parsed and diagnosed its profile (`rank`: the rank of the open
+    cluster it is; None for a capture opened by itself)."""
 
-    def __init__(self, profile: Profile, diagnosis: Diagnosis, generation: int = 0) -> None:
+    def __init__(self, profile: Profile, diagnosis: Diagnosis, generation: int = 0, rank: str | None = None) -> None:
         super().__init__()
         self.profile = profile
         self.diagnosis = diagnosis
+        self.generation = generation
+        self.rank = rank
+
+
+class ClusterLoaded(Message):
+    """Load `generation` found a cluster at its path and summarized its ranks."""
+
+    def __init__(self, summary: ClusterSummary, generation: int = 0) -> None:
+        super().__init__()
+        self.summary = summary
         self.generation = generation
 
 

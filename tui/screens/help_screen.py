@@ -16,6 +16,7 @@ from textual.widgets import Label, Static
 
 from npuscope.analysis.query import QUERY_HELP
 
+from ..ranks_state import RANKS_QUERY_HELP
 from ..widgets.cards_pane import CardsPane
 from ..widgets.communication_pane import CommunicationPane
 from ..widgets.frame_table import FrameTable
@@ -61,9 +62,12 @@ def key_rows(where: str, bindings: Iterable[Binding | tuple[str, ...]]) -> list[
 
 
 def all_keys(
-    app_bindings: Iterable[Binding | tuple[str, ...]], main_bindings: Iterable[Binding | tuple[str, ...]]
+    app_bindings: Iterable[Binding | tuple[str, ...]],
+    main_bindings: Iterable[Binding | tuple[str, ...]],
+    ranks_bindings: Iterable[Binding | tuple[str, ...]] = (),
 ) -> list[KeyRow]:
-    """Every key: the app's and the main screen's (as given), then each pane's and screen's."""
+    """Every key: the app's, the main screen's and the Ranks view's (as given), then each
+    pane's and screen's."""
     rows = key_rows("everywhere", app_bindings)
     rows.append(("everywhere", "ctrl+p", "Command palette: every action"))
     rows.append(("everywhere", "Tab shift+Tab", "Move the focus: cards, table, timeline"))
@@ -77,6 +81,9 @@ def all_keys(
     rows.append(("steps", "↑ ↓", "Mark the step on its bar and on the timeline"))
     rows += key_rows("communication", CommunicationPane.BINDINGS)
     rows += key_rows("timeline", MiniTimeline.BINDINGS)
+    rows += key_rows("ranks", ranks_bindings)
+    if ranks_bindings:
+        rows.append(("ranks", "↑ ↓", "Mark the rank on its bar; in the main screen [ ] open the previous / next rank"))
     rows += key_rows("capture", CaptureScreen.BINDINGS)
     rows.append(("capture", "Enter", "In the host field: fill in its remembered values; elsewhere: Start"))
     return rows
@@ -110,6 +117,8 @@ class HelpScreen(ModalScreen[None]):
             yield Static(self.keys_table, id="help-keys")
             yield Label("Filter language", classes="section")
             yield Static(escape(QUERY_HELP), id="help-query")
+            yield Label("Ranks filter (a cluster's Ranks view)", classes="section")
+            yield Static(escape(RANKS_QUERY_HELP), id="help-ranks-query")
             yield Label("↑↓ ←→ scroll · Esc closes", classes="hint")
 
     def on_mount(self) -> None:

@@ -16,6 +16,7 @@ from functools import partial
 from pathlib import Path
 
 import polars as pl
+from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -48,7 +49,7 @@ from npuscope.parsers.training import TrainingViews, read_training_views
 
 from ..explorer import explorer
 from ..format import human_us
-from ..messages import CancelRequested, CompareRequested, LoadRequested
+from ..messages import CancelRequested, CompareRequested, LoadRequested, RanksRequested, RankStepRequested
 from ..palette import CAUSE_STYLES
 from ..view_state import (
     ViewState,
@@ -136,6 +137,8 @@ class MainScreen(Screen):
     BINDINGS = [
         Binding("[", "card(-1)", "Prev card"),
         Binding("]", "card(1)", "Next card"),
+        Binding("[", "rank(-1)", "Prev rank"),  # a rank of a cluster: in place of the cards'
+        Binding("]", "rank(1)", "Next rank"),
         Binding("p", "pick_card", "Pick card", show=False),
         Binding("P", "pick_capture", "Pick capture", show=False),
         Binding("1", "tab('summary')", "Op summary", show=False),
@@ -164,12 +167,14 @@ class MainScreen(Screen):
         Binding("<", "timeline('pan_left')", "Timeline: pan left", show=False),
         Binding(">", "timeline('pan_right')", "Timeline: pan right", show=False),
         Binding("0", "timeline('fit')", "Timeline: fit the card", show=False),
+        Binding("R", "ranks", "Ranks view (a cluster)", show=False),
     ]
     """
     | key | action |
     |---|---|
     | `Tab` / `shift+Tab` | focus: cards, table, timeline (Textual's focus chain) |
-    | `[` / `]` | previous / next card |
+    | `[` / `]` | previous / next card; in a cluster, previous / next rank |
+    | `R` | a cluster: back to the Ranks view |
     | `p` / `P` | pick a card / pick a capture |
     | `1` … `6` | op summary, op statistics, steps, communication, host API, memory |
     | `/` | filter the visible tab; Esc clears |
@@ -194,6 +199,8 @@ class MainScreen(Screen):
         self._summary_totals: tuple[int, float, float] = (0, 0.0, 0.0)
         self.views: TrainingViews | None = None
         self.step_windows: pl.DataFrame | None = None
+        self.rank: str | None = None  # the rank of a cluster the profile is (None: a capture by itself)
+        self.rank_position = ""  # "3/8"
 
     # ---------------------------------------------------------------- view state
     # What the screen shows lives in `self.state` (tui/view_state.py); keys apply pure
@@ -216,6 +223,11 @@ class MainScreen(Screen):
 
     def _set_card(self, card: str) -> None:
         self.state = set_card(self.state, card)
+
+    def set_rank(self, rank: str | None, position: str = "") -> None:
+        """The next profile shown is rank `rank` of a cluster (None: a capture by itself)."""
+        self.rank, self.rank_position = rank, position
+        self.refresh_bindings()  # [ ] name ranks or cards in the footer
 
     # ---------------------------------------------------------------- layout
     def compose(self) -> ComposeResult:
@@ -317,7 +329,8 @@ class MainScreen(Screen):
     def _show_card(self) -> None:
         p, d = self.loaded
         tasks = self.card_tasks()
-        self.query_one(HeaderBar).show(
+        header = self.query_one(HeaderBar)
+        header.show(
             capture=p.capture.name,
             layout=p.era,
             card=self.card,
@@ -325,6 +338,8 @@ class MainScreen(Screen):
             summary=card_summary(p, tasks, self.card),
             skipped=p.skipped_rows,
         )
+        if self.rank is not None and isinstance(header.content, Text):  # a rank: named first, where 80 columns show it
+            header.update(Text.assemble(("rank ", "dim"), (f" {self.rank} ", "bold reverse"), (f" {self.rank_position}  ", "dim"), header.content))
         self.query_one(CardsPane).show(d.for_card(self.card), card_kpis(tasks))
         self.query_one(CardsStrip).show(d.for_card(self.card))
         timeline = self.query_one(MiniTimeline)
@@ -459,6 +474,20 @@ class MainScreen(Screen):
         cards = self.profile.cards
         self._set_card(cards[(cards.index(self.card) + step) % len(cards)])
         self._show_card()
+
+    def action_rank(self, step: int) -> None:
+        """The rank `step` places from the open one (a cluster's rank is open)."""
+        self.app.post_message(RankStepRequested(step))
+
+    def action_ranks(self) -> None:
+        self.app.post_message(RanksRequested())
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "ranks":  # only when a cluster is open
+            return getattr(self.app, "ranks", None) is not None
+        if action in ("card", "rank"):  # [ ] move between the cards, or between a cluster's ranks
+            return (self.rank is None) == (action == "card")
+        return True
 
     def action_pick_card(self) -> None:
         if not self.profile:
