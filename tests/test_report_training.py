@@ -4,7 +4,9 @@ the files with the csv / json / sqlite3 modules, never from npuscope."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 import json
 import sqlite3
 import subprocess
@@ -27,6 +29,20 @@ SDMA_LINKS = {"HCCS", "PCIE", "SIO"}
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "npuscope", *args, "--no-cache"], capture_output=True, text=True)
+
+
+def _in_process(*args: str) -> subprocess.CompletedProcess[str]:
+    """`_cli` through `cli.main` in this process: the same code and output without starting an
+    interpreter (~1 s each on a loaded machine). Every behaviour keeps a real `_cli` run too."""
+    from npuscope.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main([*args, "--no-cache"])
+        except SystemExit as exc:  # argparse
+            code = exc.code if isinstance(exc.code, int) else 2
+    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
 
 
 _REPORTS: dict[Path, dict] = {}
@@ -390,8 +406,9 @@ def test_report_json_rows_have_the_contract_types():
 
 
 def test_report_json_is_deterministic():
+    # Two interpreters (a child and this one), each with its own hash seed.
     first = _cli("report", str(CNN), "--format", "json")
-    second = _cli("report", str(CNN), "--format", "json")
+    second = _in_process("report", str(CNN), "--format", "json")
     assert first.returncode == 0 and first.stdout == second.stdout
 
 
@@ -444,18 +461,27 @@ SAMPLE_FOLDERS = sorted(
 ) + [SAMPLES / "msprof_golden", SAMPLES / "cann5x_device_summary", SAMPLES / "torch_npu_ascend_pt"]
 
 
+def _has_the_sections(res: subprocess.CompletedProcess[str], fmt: str) -> None:
+    assert res.returncode == 0, res.stderr
+    assert "Traceback" not in res.stderr
+    lines = res.stdout.splitlines()
+    for title in HEADINGS:
+        heading = f"### {title}" if fmt == "markdown" else title
+        assert heading in lines, (fmt, title)
+    waits = lines.index("### Longest waits" if fmt == "markdown" else "Longest waits")
+    assert lines.index("### Steps" if fmt == "markdown" else "Steps") > waits
+
+
 @pytest.mark.parametrize("folder", SAMPLE_FOLDERS, ids=lambda p: str(p.relative_to(SAMPLES)))
 def test_text_and_markdown_have_the_sections(folder):
     for fmt in ("text", "markdown"):
-        res = _cli("report", str(folder), "--format", fmt, "--top", "3")
-        assert res.returncode == 0, res.stderr
-        assert "Traceback" not in res.stderr
-        lines = res.stdout.splitlines()
-        for title in HEADINGS:
-            heading = f"### {title}" if fmt == "markdown" else title
-            assert heading in lines, (fmt, title)
-        waits = lines.index("### Longest waits" if fmt == "markdown" else "Longest waits")
-        assert lines.index("### Steps" if fmt == "markdown" else "Steps") > waits
+        _has_the_sections(_in_process("report", str(folder), "--format", fmt, "--top", "3"), fmt)
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown"])
+def test_text_and_markdown_have_the_sections_from_the_command(fmt):
+    """The same through `python -m npuscope`, on a small capture with every training view."""
+    _has_the_sections(_cli("report", str(GPT3 / "test_rank_1"), "--format", fmt, "--top", "3"), fmt)
 
 
 def test_text_report_shows_the_numbers():
@@ -484,8 +510,8 @@ def test_damaged_training_file_is_a_note_or_with_strict_a_one_line_error(tmp_pat
     assert all(c["communication"] for c in report["cards"])  # from the tasks instead
     res = _cli("inspect", str(copy))
     assert res.returncode == 0 and "communication.json" in res.stdout.split("views     ", 1)[1]
-    for command in ("report", "inspect"):
-        res = _cli(command, str(copy), "--strict")
+    for run, command in ((_cli, "report"), (_in_process, "inspect")):
+        res = run(command, str(copy), "--strict")
         assert res.returncode == 2, res.stdout
         assert "communication.json" in res.stderr and "Traceback" not in res.stderr
 
