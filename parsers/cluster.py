@@ -421,6 +421,12 @@ def _context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context("spawn")
 
 
+IN_PROCESS_BYTES = 16 * 1024 * 1024
+"""Ranks to parse whose files add up to no more than this are parsed in this process when the
+caller leaves `jobs` to the default: starting the workers (~1 s) would take longer, and this
+process holds one such rank at a time."""
+
+
 def default_jobs() -> int:
     """The cores this process may run on (os.cpu_count() counts the machine's, also those a
     CPU affinity mask leaves out)."""
@@ -439,10 +445,12 @@ def read_ranks(
     options: ReadOptions = DEFAULT_OPTIONS,
 ) -> list[RankEntry]:
     """The entries of `ranks`, in their order: from the cache where it holds them, else parsed
-    by `parse_rank` in up to `jobs` worker processes (default: default_jobs(); 1 parses in this
-    process, one rank at a time). `progress(done_bytes, total_bytes, label)` after each rank;
-    `cancel` is checked between ranks (raises Cancelled)."""
+    by `parse_rank` in up to `jobs` worker processes (default: default_jobs(); 1 parses in
+    this process, one rank at a time, as the default does for small ranks: IN_PROCESS_BYTES).
+    `progress(done_bytes, total_bytes, label)` after each rank; `cancel` is checked between
+    ranks (raises Cancelled)."""
     cache = cache if cache is not None else FrameCache()
+    chosen = jobs
     jobs = max(1, jobs if jobs is not None else default_jobs())
     files: list[tuple[Path, ...] | str] = []  # each rank's key files, or why they cannot be had
     for _, folder in ranks:
@@ -492,7 +500,8 @@ def read_ranks(
         else:
             todo.append(i)
     cache_dir = cache.directory if cache.enabled else None
-    if todo and (jobs == 1 or len(todo) == 1):
+    small = chosen is None and sum(sizes[i] for i in todo) <= IN_PROCESS_BYTES
+    if todo and (jobs == 1 or small):
         for i in todo:
             check()
             rank, folder = ranks[i]
