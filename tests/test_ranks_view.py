@@ -32,6 +32,7 @@ from npuscope.tui.ranks_state import (
     rank_positions,
     rank_rows,
 )
+from npuscope.tui.screens.help_screen import HelpScreen
 from npuscope.tui.screens.ranks_screen import RanksScreen
 from npuscope.tui.widgets.rank_bars import RankBars
 from npuscope.tui.widgets.ranks_table import RanksTable
@@ -277,8 +278,16 @@ async def test_ranks_view_rows_bars_marks_sort_and_filter(cluster, shared_cache)
         await pilot.pause()
         assert _shown_ranks(screen) == ["2"] and app.screen is screen
 
+        # ? lists the Ranks view's keys and its filter language.
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        assert ("ranks", "Enter", "Open rank") in app.screen.rows
+        assert ("main", "R", "Ranks view (a cluster)") in app.screen.rows
+        assert "is:damaged" in str(app.screen.query_one("#help-ranks-query").render())
+
 
 async def test_enter_opens_a_rank_brackets_move_and_r_goes_back(cluster, shared_cache):
+    """Three ranks are opened whole (tasks, diagnosis, training views): ~3-5 s here."""
     folders = _rank_folders(cluster.root)
     app = _app(cluster.root)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -401,3 +410,34 @@ async def test_a_cluster_load_replaced_by_a_capture_is_dropped(cluster, shared_c
         assert app.ranks is None and app.cluster is None and app.screen is app.main
         assert app.main.rank is None and str(app.main.query_one("#header").render()).startswith("card")
         assert any(generation == first.generation for _, generation in app.dropped)
+
+
+async def test_escape_during_the_cluster_load_cancels_it(cluster, shared_cache, monkeypatch):
+    """Esc while the summary is read: the load stops at its next check between ranks, the app
+    stays and says so; the cancelled job's message is dropped."""
+    real = load_job.open_cluster
+    entered, opened = threading.Event(), threading.Event()
+    outcomes: list[str] = []
+
+    def held(*args, **kwargs):
+        entered.set()
+        opened.wait(WAIT)
+        try:
+            return real(*args, **kwargs)
+        except Cancelled:
+            outcomes.append("cancelled")
+            raise
+
+    monkeypatch.setattr(load_job, "open_cluster", held)
+    app = _app(cluster.root)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, entered.is_set, "the cluster load to start")
+        job = app.loading
+        await pilot.press("escape")
+        assert job is not None and job.cancel.is_set() and app.loading is None
+        assert "loading cancelled" in str(app.main.query_one("#loading-label").render())
+        opened.set()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert outcomes == ["cancelled"] and ("LoadCancelled", job.generation) in app.dropped
+        assert app.is_running and app.ranks is None and app.cluster is None

@@ -37,5 +37,6 @@ class RanksTable(FrameTable):
         super().__init__(id=id, cell_styles=MARK_STYLES)
 
     def show(self, frame: pl.DataFrame, order: pl.Series, sort: tuple[str, bool]) -> None:
+        """`frame`'s rows at `order`; a new order or filter starts at the top (worst first)."""
         key, desc = sort
-        self.set_data(frame, RANK_COLUMNS, sort=None if key == "row" else sort, keep_key="rank", order=order)
+        self.set_data(frame, RANK_COLUMNS, sort=None if key == "row" else sort, keep_key=None, order=order)
