@@ -3,8 +3,8 @@
 Columns are matched by header name through the specs in `columns.py`; every cell is decoded
 by polars with an explicit schema (nothing is inferred), then the few quirky columns (start
 times, quoted shapes) are fixed with vectorised expressions. A big file is parsed in pieces of
-~32 MB cut at line ends, each with the header: a caller's hook sees the bytes read after each
-piece, so a progress bar moves and a cancelled load stops inside one file.
+~32 MB cut at line ends, each named by the header: a caller's hook sees the bytes read after
+each piece, so a progress bar moves and a cancelled load stops inside one file.
 """
 
 from __future__ import annotations
@@ -160,7 +160,7 @@ def match_columns(
     return matched, extra
 
 
-def _csv(source: Path | io.BytesIO, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+def _csv(source: Path | io.BytesIO, schema: dict[str, pl.DataType], header: bool = True) -> pl.DataFrame:
     """The file with every NULL_VALUES cell null.
 
     The reader is given only `N/A` (the one msprof writes; every null value given costs a
@@ -169,11 +169,11 @@ def _csv(source: Path | io.BytesIO, schema: dict[str, pl.DataType]) -> pl.DataFr
     one are made null afterwards, as the reader would have.
     """
     try:
-        df = _read_csv(source, schema, [_NA])
+        df = _read_csv(source, schema, [_NA], header)
     except pl.exceptions.ComputeError:
         if isinstance(source, io.BytesIO):
             source.seek(0)
-        return _read_csv(source, schema, list(NULL_VALUES))
+        return _read_csv(source, schema, list(NULL_VALUES), header)
     text = [name for name, dtype in df.schema.items() if dtype == pl.String]
     if not text:
         return df
@@ -188,11 +188,15 @@ def _csv(source: Path | io.BytesIO, schema: dict[str, pl.DataType]) -> pl.DataFr
 _NA = "N/A"
 
 
-def _read_csv(source: Path | io.BytesIO, schema: dict[str, pl.DataType], nulls: list[str]) -> pl.DataFrame:
+def _read_csv(
+    source: Path | io.BytesIO, schema: dict[str, pl.DataType], nulls: list[str], header: bool = True
+) -> pl.DataFrame:
+    """The CSV text under its header line, or without one (a piece) named by `schema`."""
     return pl.read_csv(
         source,
-        has_header=True,
-        schema_overrides=schema,
+        has_header=header,
+        schema_overrides=schema if header else None,
+        schema=None if header else schema,
         infer_schema=False,
         null_values=nulls,
         quote_char='"',
@@ -206,7 +210,7 @@ def _in_pieces(
     path: Path, schema: dict[str, pl.DataType], hook: BytesHook | None, piece_bytes: int
 ) -> pl.DataFrame:
     """`_csv` of the file, from pieces of ~`piece_bytes` cut after a line end, each parsed
-    with the header line in front; `hook(bytes_read)` runs after each piece.
+    as those lines under the header; `hook(bytes_read)` runs after each piece.
 
     A cut lands inside a quoted cell only when that cell holds a line break: the reader then
     refuses the piece (its last cell's quote is never closed, and the next piece's first cell
@@ -227,18 +231,32 @@ def _in_pieces(
 def _pieces(
     path: Path, schema: dict[str, pl.DataType], hook: BytesHook | None, piece_bytes: int
 ) -> list[pl.DataFrame] | None:
-    """The frames of the file's pieces, or None when the reader refused one."""
+    """The frames of the file's pieces, or None when the reader refused one.
+
+    Each piece is read once, up to the end of the line `piece_bytes` into it, and parsed
+    without a header line, its columns named by `schema` (the header's names, in order): a
+    piece parses as the same lines under the header would, except that a first line with
+    another number of fields than the header is refused (a schema error), and the file is
+    then read whole.
+    """
     frames = []
+    size = path.stat().st_size
     with open(path, "rb") as fh:
-        head = fh.readline()
-        while body := fh.read(piece_bytes):
-            end = b"" if body.endswith(b"\n") else fh.readline()
+        fh.readline()  # the header
+        start = fh.tell()
+        while start < size:
+            fh.seek(start + piece_bytes)
+            fh.readline()
+            end = min(fh.tell(), size)
+            fh.seek(start)
+            piece = fh.read(end - start)
             try:
-                frames.append(_csv(io.BytesIO(b"".join((head, body, end))), schema))
-            except pl.exceptions.ComputeError:
+                frames.append(_csv(io.BytesIO(piece), schema, header=False))
+            except pl.exceptions.PolarsError:
                 return None
+            start = end
             if hook is not None:
-                hook(fh.tell())
+                hook(end)
     return frames
 
 

@@ -178,7 +178,9 @@ def derive_statistic(tasks: pl.DataFrame) -> pl.DataFrame:
     """
     # Select before filtering: filtering the whole frame would copy every PMU column.
     compute = tasks.select("card", "op_type", "task_type", "duration_us").filter(~is_communication())
-    stat = compute.group_by(["card", "op_type", "task_type"]).agg(
+    # Groups in order of first appearance: the card's total (the ratio's divisor) is then summed
+    # in one order every time, and equal frames give equal ratios to the last bit.
+    stat = compute.group_by(["card", "op_type", "task_type"], maintain_order=True).agg(
         pl.len().cast(pl.Int64).alias("count"),
         pl.col("duration_us").sum().alias("total_us"),
         pl.col("duration_us").min().alias("min_us"),
@@ -191,7 +193,7 @@ def derive_statistic(tasks: pl.DataFrame) -> pl.DataFrame:
         .alias("ratio_pct")
     )
     return stat.select([pl.col(c).cast(STAT_SCHEMA[c]) for c in STAT_ORDER]).sort(
-        ["card", "total_us", "op_type"], descending=[False, True, False]
+        ["card", "total_us", "op_type"], descending=[False, True, False], maintain_order=True
     )
 
 

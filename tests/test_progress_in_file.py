@@ -127,6 +127,28 @@ def test_pieces_give_the_frames_of_the_whole_file(export):
     assert pieces.notes == whole.notes
 
 
+SAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "samples"
+TEXT_SAMPLES = {
+    "msprof_golden": SAMPLES / "msprof_golden",
+    "cann5x": SAMPLES / "cann5x_device_summary" / "device_0",
+    "cann5x_spreadsheet": SAMPLES / "cann5x_device_summary" / "op_summary_spreadsheet_mangled.csv",
+    "torch_npu": SAMPLES / "torch_npu_ascend_pt",
+    "gpt3_short_row": REAL / "torch_npu_2023_gpt3_2rank" / "test_rank_0",
+    "cnn_level0": REAL / "torch_npu_2024_cnn" / "level0" / "rank0_ascend_pt",
+}
+
+
+@pytest.mark.parametrize("name", sorted(TEXT_SAMPLES))
+def test_every_text_sample_in_tiny_pieces_reads_as_whole(name):
+    """Pieces of 128 bytes (a line or two each: many start on a damaged or odd line)."""
+    path = TEXT_SAMPLES[name]
+    cut, whole = _open(path, piece_bytes=128, progress=Seen()), _open(path)
+    assert cut.tasks.equals(whole.tasks) and cut.op_statistic.equals(whole.op_statistic)
+    assert (cut.steps is None) == (whole.steps is None)
+    assert cut.steps is None or whole.steps is None or cut.steps.equals(whole.steps)
+    assert cut.notes == whole.notes and cut.time_problem == whole.time_problem
+
+
 def _ns(cell: str) -> int:
     return int(Decimal(cell.strip('\t" ')) * 1000)
 
