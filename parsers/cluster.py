@@ -148,10 +148,12 @@ def rank_folders(path: str | os.PathLike[str]) -> list[tuple[str, Path]] | None:
     one capture (one card, or cards whose files are shared: an msprof merged export).
 
     A cluster is a capture whose cards each have a folder of their own: the `*_ascend_pt`
-    folders of torch_npu / MindSpore (text or db export), the `device_N` folders of msprof
-    PROF_* (one PROF per node: ranks are then numbered in order when device numbers repeat),
-    Paddle's `rank_N` folders. Raises ProfileError as `discover` does (nothing found,
-    permission denied).
+    folders of torch_npu / MindSpore (text or db export; ranks named by their
+    profiler_info_<rank>.json), the `device_N` folders of msprof PROF_* (one PROF per node:
+    ranks are then numbered in order when device numbers repeat), Paddle's `rank_N` folders.
+    torch_npu ranks whose ids repeat in folders side by side are separate runs (a capture of
+    each profiler level): not a cluster. Raises ProfileError as `discover` does (nothing
+    found, permission denied).
     """
     captures = discover(path)
     by_layout: dict[str, list[tuple[str | None, Path]]] = {}
@@ -176,12 +178,34 @@ def rank_folders(path: str | os.PathLike[str]) -> list[tuple[str, Path]] | None:
             found.append((card, folder))
     if len(found) < 2:
         return None
+    if layout in ("torch_npu", "mindspore"):
+        # The layout numbers clashing ranks in order; the files' own rank ids tell whether
+        # they clash: ranks of one job never do, so folders beside each other with the same
+        # ids (level0/rank0_ascend_pt and level1/rank0_ascend_pt) are separate runs.
+        ids = [_torch_rank(folder) for _, folder in found]
+        if None not in ids and len(set(ids)) == len(ids):
+            found = [(rank, folder) for rank, (_, folder) in zip(ids, found)]
+        elif None not in ids and len({folder.parent for _, folder in found}) > 1:
+            return None
     names = [c for c, _ in found]
     if any(n is None for n in names) or len(set(names)) != len(names):
         # device_0 of every node, or ranks the files do not name: number them in folder order.
         ordered = sorted(found, key=lambda cf_: _folder_key(cf_[1]))
         return [(str(i), folder) for i, (_, folder) in enumerate(ordered)]
     return sorted(((str(c), f) for c, f in found), key=lambda r: (card_key(r[0]), str(r[1])))
+
+
+def _torch_rank(folder: Path) -> str | None:
+    """The rank a torch_npu / MindSpore rank folder's `profiler_info_<rank>.json` names."""
+    try:
+        names = sorted(e.name for e in os.scandir(folder) if e.name.startswith("profiler_info_"))
+    except OSError:
+        return None
+    for name in names:
+        m = re.fullmatch(r"profiler_info_(\d+)\.json", name)
+        if m:
+            return str(int(m.group(1)))
+    return None
 
 
 def _folder_key(folder: Path) -> tuple[object, ...]:

@@ -206,6 +206,18 @@ def test_real_two_rank_capture():
         assert r.free_us == pytest.approx(sum(float(x["Free"]) for x in rows), abs=0.01)
 
 
+def test_runs_side_by_side_are_not_one_cluster():
+    """The real CNN capture holds one 2-rank run per profiler level (level0/, level1/): rank ids
+    0 and 1 twice. The folder of both is not a cluster (the ranks of one job never repeat an
+    id); each level's folder is."""
+    cnn = REAL_2RANK.parent / "torch_npu_2024_cnn"
+    assert rank_folders(cnn) is None
+    for level in ("level0", "level1"):
+        ranks = rank_folders(cnn / level)
+        assert ranks is not None
+        assert [(r, f.name) for r, f in ranks] == [("0", "rank0_ascend_pt"), ("1", "rank1_ascend_pt")]
+
+
 def test_damaged_rank_is_marked(text8, tmp_path):
     root = tmp_path / "damaged"
     shutil.copytree(text8.root, root)
