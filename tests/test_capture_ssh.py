@@ -139,9 +139,21 @@ def group_alive(pgid: int) -> bool:
 
 # --- a real Paddle CPU capture over SSH ---------------------------------------------------------
 
-def test_capture_window_100_101_over_ssh_opens_with_operator_events(sshd, remote, tmp_path):
-    out = tmp_path / "captures"
-    res = cli(sshd, remote, out, "--device", "cpu", "--start-step", "100", "--steps", "1", *tiny())
+@pytest.fixture(scope="module")
+def window_capture(sshd, tmp_path_factory):
+    """One real capture of steps 100-101 over SSH, read by the tests that need a finished one
+    (they never write into its folders): its result, remote cache and output folder."""
+    base = tmp_path_factory.mktemp("window")
+    remote, out = base / "remote cache", base / "captures"
+    with pytest.MonkeyPatch.context() as mp:  # set up before the per-test private cache is
+        mp.setenv("NPUSCOPE_CACHE_DIR", str(base / "cache"))
+        res = cli(sshd, remote, out, "--device", "cpu", "--start-step", "100", "--steps", "1", *tiny())
+    yield res, remote, out
+    shutil.rmtree(remote, ignore_errors=True)
+
+
+def test_capture_window_100_101_over_ssh_opens_with_operator_events(sshd, window_capture):
+    res, remote, out = window_capture
     assert res.returncode == 0, res.stderr
     folder = Path(res.stdout.strip().splitlines()[-1])
     assert folder.parent == out and folder.name.startswith(f"{HOST}-")
@@ -342,12 +354,14 @@ def test_bad_arguments_exit_2_without_connecting(sshd, remote, tmp_path):
     assert not remote.exists() and list(out.iterdir()) == []
 
 
-def test_two_hosts_with_distributed_launch_capture_every_rank(sshd, remote, tmp_path):
+def test_two_hosts_with_distributed_launch_capture_every_rank(sshd, remote, tmp_path, window_capture):
     """--hosts: one run per host (the sshd host and `local`, both this machine), each a
     `python -m paddle.distributed.launch` of two workers: four ranks in one capture."""
     out = tmp_path / "captures"
-    res = cli(sshd, remote, out, "--device", "cpu", *tiny(), host=HOST)
+    res, _, _ = window_capture  # a capture already in OUT: a copy of the module's one
     assert res.returncode == 0
+    folder = Path(res.stdout.strip().splitlines()[-1])
+    shutil.copytree(folder, out / folder.name)
     workdir = tmp_path / "work"  # the launcher writes its log/ folder here
     workdir.mkdir()
     both = subprocess.run(
@@ -474,15 +488,27 @@ def test_one_host_failing_to_start_cancels_the_others(sshd, remote, tmp_path):
 
 def test_clean_deletes_fetched_and_failed_runs_and_keeps_the_others(sshd, remote, tmp_path):
     out = tmp_path / "captures"
-    fetched = cli(sshd, remote, out, "--device", "cpu", *tiny())
-    assert fetched.returncode == 0, fetched.stderr
+    out.mkdir()
     failed = cli(sshd, remote, out, "--device", "cpu", "--", "no-such-python3", "t.py")
     assert failed.returncode == 1  # stopped before launching: leaves no run
+    assert run_dirs(remote) == []
     script = tmp_path / "failing.py"
     script.write_text(FAILING)
-    crashed = cli(sshd, remote, out, "--device", "cpu", "--", sys.executable, str(script))
+    # The fetched run, the crashed one and the one left running, side by side (one Paddle
+    # start-up of wall time instead of three); the running one starts once the others' run
+    # folders exist, so that start_client finds its own.
+    side = {name: subprocess.Popen(cli_argv(sshd, remote, out, "--device", "cpu", *command), stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True, cwd=out.parent)
+            for name, command in (("fetched", tiny()), ("crashed", ["--", sys.executable, str(script)]))}
+    try:
+        wait_for(lambda: len(run_dirs(remote)) == 2, "the two run folders")
+        client, running, pid = start_client(sshd, remote, out, 500, "step    0")
+    finally:
+        ended = {name: (proc, *proc.communicate(timeout=TIMEOUT)) for name, proc in side.items()}
+    fetched, _, fetched_err = ended["fetched"]
+    assert fetched.returncode == 0, fetched_err
+    crashed = ended["crashed"][0]
     assert crashed.returncode == 1
-    client, running, pid = start_client(sshd, remote, out, 500, "step    0")
     try:
         client.kill()  # leave the job running, unfollowed
         client.communicate()
