@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
@@ -64,6 +65,8 @@ OP_TYPE_SLOWEST_SCHEMA: dict[str, pl.DataType] = {
 }
 DEFAULT_THRESHOLDS = Thresholds()
 RANK_COLUMNS = tuple(f.name for f in fields(RankSummary))
+_DAMAGE = re.compile(r"skipped [\d,]+ damaged|not read:|could not be read|damaged")
+"""A rank's notes that say something of its files was left out (the rest are routine)."""
 _FRAMEWORKS: dict[str, Framework] = {"torch_npu": "torch_npu", "mindspore": "mindspore", "paddle": "paddle"}
 
 
@@ -196,6 +199,12 @@ def summarize(
         shown = "; ".join(f"rank {e.rank}: {e.summary.error}" for e in bad[:3])
         more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
         notes.append(f"{len(bad)} of {len(entries)} ranks could not be read ({shown}{more})")
+    damaged = [(e.rank, n) for e in ok for n in e.notes if _DAMAGE.search(n)]
+    if damaged:
+        shown = "; ".join(f"rank {r}: {n}" for r, n in damaged[:3])
+        more = f" and {len(damaged) - 3} more" if len(damaged) > 3 else ""
+        ranks = len({r for r, _ in damaged})
+        notes.append(f"{ranks} rank(s) read with damaged rows or files left out ({shown}{more})")
     no_steps = [e.rank for e in ok if e.steps.height == 0]
     if no_steps and ok:
         notes.append(f"{len(no_steps)} rank(s) without steps are left out of the slow-rank comparison")

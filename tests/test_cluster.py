@@ -225,6 +225,11 @@ def test_damaged_rank_is_marked(text8, tmp_path):
     assert ranks is not None
     bad = ranks[3][1] / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
     bad.write_bytes(b"\x00\x01garbage\xff\n" * 3)
+    # Rank 5: one row cut short (fewer fields than the header) is skipped with a note.
+    short = ranks[5][1] / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    lines = short.read_bytes().splitlines(keepends=True)
+    lines[10] = b",".join(lines[10].rstrip(b"\r\n").split(b",")[:-2]) + b"\n"
+    short.write_bytes(b"".join(lines))
     summary = open_cluster(root, jobs=1, cache=FrameCache(enabled=False))
     errors = {r.rank: r.error for r in summary.ranks if r.error}
     assert list(errors) == ["3"]
@@ -232,6 +237,8 @@ def test_damaged_rank_is_marked(text8, tmp_path):
     assert sum(r.error is None for r in summary.ranks) == 7
     assert summary.slow_ranks == (_planted(text8, "slow_rank"),)
     assert any("1 of 8 ranks could not be read" in n for n in summary.notes)
+    assert summary.rank("5").tasks == len(_csv(short)) - 1 == _text_truth(ranks[5][1])["tasks"]
+    assert any(n.startswith("1 rank(s) read with damaged rows") and "rank 5:" in n for n in summary.notes)
 
 
 def test_cached_reopen_reads_only_summary_rows(text8, tmp_path, monkeypatch):
