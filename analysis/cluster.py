@@ -65,7 +65,7 @@ OP_TYPE_SLOWEST_SCHEMA: dict[str, pl.DataType] = {
 }
 DEFAULT_THRESHOLDS = Thresholds()
 RANK_COLUMNS = tuple(f.name for f in fields(RankSummary))
-_DAMAGE = re.compile(r"skipped [\d,]+ damaged|not read:|could not be read|damaged")
+_DAMAGE = re.compile(r"damaged|not read:|could not be read")
 """A rank's notes that say something of its files was left out (the rest are routine)."""
 _FRAMEWORKS: dict[str, Framework] = {"torch_npu": "torch_npu", "mindspore": "mindspore", "paddle": "paddle"}
 
