@@ -307,21 +307,29 @@ def test_progress_and_cancel(text8):
         open_cluster(text8.root, jobs=1, cache=FrameCache(enabled=False), progress=stop_after_two, cancel=cancel)
 
 
-def test_worker_killed_mid_cluster(text8):
-    """A worker process that dies (here killed with SIGKILL once the first rank is in; in the
+def test_worker_killed_mid_cluster(text8, monkeypatch):
+    """A worker process that dies (here killed with SIGKILL once five ranks are in; in the
     field: out of memory) breaks the pool: its ranks are parsed again one at a time and the
-    rest in a new pool, so every rank still opens. ~5 s: it starts five worker processes."""
+    rest in a new pool, so every rank still opens. ~4 s: it starts three worker processes."""
     killed: list[int] = []
 
     def kill_a_worker(done: int, total: int, label: str) -> None:
-        if label.startswith("rank 1/") and not killed:
+        if label.startswith("rank 5/") and not killed:
             workers = [p for p in multiprocessing.active_children() if p.pid is not None]
             assert workers
             killed.append(workers[0].pid)
             os.kill(workers[0].pid, signal.SIGKILL)
 
+    alone: list[int] = []
+    one_by_one = parsers_cluster._one_by_one
+
+    def recorded(ranks, todo, *args):
+        alone.extend(todo)
+        return one_by_one(ranks, todo, *args)
+
+    monkeypatch.setattr(parsers_cluster, "_one_by_one", recorded)
     summary = open_cluster(text8.root, jobs=2, cache=FrameCache(enabled=False), progress=kill_a_worker)
-    assert killed
+    assert killed and alone  # the pool broke, and the ranks in flight were parsed again alone
     assert [r.error for r in summary.ranks] == [None] * 8
     assert summary.slow_ranks == (_planted(text8, "slow_rank"),)
 
