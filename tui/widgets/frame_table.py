@@ -52,7 +52,8 @@ _CONTROL = {code: " " for code in (*range(32), 127)}
 # C1 controls and the Unicode bidirectional controls (a right-to-left override would show a
 # name reversed, "Trojan Source"): a visible replacement character, so the cell says that
 # something is there and keeps its width.
-_CONTROL.update({code: "\ufffd" for code in (*range(0x80, 0xA0), 0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))})
+_BIDI = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+_CONTROL.update({code: "\ufffd" for code in (*range(0x80, 0xA0), *_BIDI)})
 # Rows cut from the frame per scroll window: the visible page plus this many pages before and
 # after, so scrolling by a line or a page usually reuses the cached slice.
 _OVERSCAN_PAGES = 1
