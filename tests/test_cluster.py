@@ -206,6 +206,23 @@ def test_real_two_rank_capture():
         assert r.free_us == pytest.approx(sum(float(x["Free"]) for x in rows), abs=0.01)
 
 
+def test_real_db_two_rank_capture():
+    """The real 2025 torch_npu db capture (level1: two ranks, ascend_pytorch_profiler_<rank>.db
+    and analysis.db each): figures per rank from sqlite3."""
+    level1 = REAL_2RANK.parent / "torch_npu_2025_db" / "level1"
+    summary = open_cluster(level1, jobs=1, cache=FrameCache(enabled=False))
+    assert [(r.rank, r.folder.name, r.error) for r in summary.ranks] == [
+        ("0", "rank0_ascend_pt", None),
+        ("1", "rank1_ascend_pt", None),
+    ]
+    for r in summary.ranks:
+        truth = _db_truth(r.folder)
+        assert r.tasks == truth["tasks"]
+        assert r.compute_us == pytest.approx(truth["compute_us"], abs=0.01)
+        assert r.communication_us == pytest.approx(truth["communication_us"], abs=0.01)
+        assert r.step_us is not None and r.step_us > 0
+
+
 def test_runs_side_by_side_are_not_one_cluster():
     """The real CNN capture holds one 2-rank run per profiler level (level0/, level1/): rank ids
     0 and 1 twice. The folder of both is not a cluster (the ranks of one job never repeat an
