@@ -184,9 +184,15 @@ def test_rank_figures_match_files(which, text8, db8):
         assert r.tasks == truth["tasks"]
         assert r.compute_us == pytest.approx(truth["compute_us"], abs=0.01)
         assert r.communication_us == pytest.approx(truth["communication_us"], abs=0.01)
-        if "wait_us" in truth:
-            assert r.wait_us == pytest.approx(truth["wait_us"], abs=0.01)
         assert r.step_us is not None and r.step_us > 0
+        if which == "text":
+            assert r.wait_us == pytest.approx(truth["wait_us"], abs=0.01)
+            rows = _csv(r.folder / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv")
+            assert r.step_us == pytest.approx(statistics.fmean(float(x["Stage"]) for x in rows), abs=0.01)
+            assert r.exposed_comm_us == pytest.approx(
+                sum(float(x["Communication(Not Overlapped)"]) for x in rows), abs=0.01
+            )
+            assert r.free_us == pytest.approx(sum(float(x["Free"]) for x in rows), abs=0.01)
 
 
 def test_real_two_rank_capture():
