@@ -121,10 +121,13 @@ class _ClusterContext(training_rules._Context):
     says the start times are unusable there, so the span is 0. `finding` is this class's own,
     so the base's attributes for one profile (device kind, ...) are not needed."""
 
-    def __init__(self, steps: pl.DataFrame, links: pl.DataFrame, th: Thresholds, framework: Framework) -> None:
+    def __init__(
+        self, steps: pl.DataFrame, links: pl.DataFrame, th: Thresholds, framework: Framework, kind: str = "NPU"
+    ) -> None:
         self.views = replace(empty_views(), steps=steps, links=links)
         self.th = th
         self.framework = framework
+        self.kind = kind
         self.profile = _NoProfile()  # type: ignore[assignment]
 
     def finding(self, rule: str, card: str, **kw: Any) -> Finding:
@@ -134,7 +137,7 @@ class _ClusterContext(training_rules._Context):
             card=card,
             op_types=kw.pop("op_types", ()),
             op_names=kw.pop("op_names", ()),
-            advice=training_rules.advice(rule, self.framework),
+            advice=training_rules.advice(rule, self.framework, self.kind),
             **kw,
         )
 
@@ -180,11 +183,16 @@ def summarize(
     links = _concat([e.links for e in ok], RANK_LINKS_SCHEMA)
     layouts = [e.layout for e in ok if e.layout]
     layout = max(set(layouts), key=layouts.count) if layouts else ""
-    ctx = _ClusterContext(steps, links, th, _FRAMEWORKS.get(layout, "unknown"))
+    # Every export but a Paddle trace comes from an NPU; a Paddle cluster's device is not in
+    # the rank entries (the trace's events say it), so its advice names no device's tools.
+    kind = "unknown" if layout == "paddle" else "NPU"
+    ctx = _ClusterContext(steps, links, th, _FRAMEWORKS.get(layout, "unknown"), kind)
     names = tuple(e.rank for e in ok)
     findings: list[Finding] = list(training_rules.slow_rank(ctx, names))
     # Every slow link of a rank named, not only the evidence rows shown.
-    wide = _ClusterContext(steps, links, replace(th, evidence_rows=max(th.evidence_rows, links.height)), ctx.framework)
+    wide = _ClusterContext(
+        steps, links, replace(th, evidence_rows=max(th.evidence_rows, links.height)), ctx.framework, kind
+    )
     slow_links: list[tuple[float, str]] = []
     for rank in _link_suspects(links, th, names):
         for f in training_rules.slow_link(wide, rank):

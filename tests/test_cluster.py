@@ -472,3 +472,31 @@ def test_64_ranks_and_parent_memory(text8, tmp_path):
     link = int(_planted(gen64, "slow_link"))
     assert sixty_four["slow_links"] == [f"{link}->{link + 1} HCCS"]
     assert sixty_four["peak_mb"] - eight["peak_mb"] < 25, (eight, sixty_four)
+
+
+def _entry(rank: str, layout: str, compute_us: float):
+    from npuscope.parsers.cluster import RANK_STEPS_SCHEMA, RankEntry, RankSummary
+
+    steps = pl.DataFrame(
+        [
+            {"card": rank, "step": s, "step_us": compute_us + 10.0, "compute_us": compute_us,
+             "communication_us": 0.0, "comm_not_overlapped_us": 0.0, "free_us": 10.0}
+            for s in (1, 2)
+        ],
+        schema=RANK_STEPS_SCHEMA,
+    )  # fmt: skip
+    summary = RankSummary(rank, Path(rank), compute_us + 10.0, 2 * compute_us, 0.0, 0.0, 20.0, 0.0, 2)
+    return RankEntry(summary, steps=steps, layout=layout)
+
+
+@pytest.mark.parametrize(
+    ("layout", "words", "never"),
+    [("torch_npu", ("npu-smi",), ()), ("paddle", (), ("npu-smi", "HCCL", "hccn_tool", "NPU"))],
+)
+def test_slow_rank_advice_names_the_device_tools_only_on_an_npu(layout, words, never):
+    """A Paddle trace may come from a CPU or GPU: the rank entries do not say which, so the
+    advice of a Paddle cluster names no NPU tool; an NPU export's advice does."""
+    summary = summarize([_entry("0", layout, 100.0), _entry("1", layout, 300.0)])
+    (finding,) = [f for f in summary.findings if f.rule == "slow_rank"]
+    assert all(w in finding.advice for w in words)
+    assert not any(w in finding.advice for w in never)
