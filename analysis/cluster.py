@@ -40,6 +40,7 @@ from npuscope.parsers.cluster import (
 from npuscope.parsers.training import empty_views
 
 from . import training_rules
+from .device_kind import DeviceKind
 from .findings import Finding, order
 from .rules import Framework
 from .thresholds import Thresholds
@@ -122,7 +123,7 @@ class _ClusterContext(training_rules._Context):
     so the base's attributes for one profile (device kind, ...) are not needed."""
 
     def __init__(
-        self, steps: pl.DataFrame, links: pl.DataFrame, th: Thresholds, framework: Framework, kind: str = "NPU"
+        self, steps: pl.DataFrame, links: pl.DataFrame, th: Thresholds, framework: Framework, kind: DeviceKind = "NPU"
     ) -> None:
         self.views = replace(empty_views(), steps=steps, links=links)
         self.th = th
@@ -185,7 +186,7 @@ def summarize(
     layout = max(set(layouts), key=layouts.count) if layouts else ""
     # Every export but a Paddle trace comes from an NPU; a Paddle cluster's device is not in
     # the rank entries (the trace's events say it), so its advice names no device's tools.
-    kind = "unknown" if layout == "paddle" else "NPU"
+    kind: DeviceKind = "unknown" if layout == "paddle" else "NPU"
     ctx = _ClusterContext(steps, links, th, _FRAMEWORKS.get(layout, "unknown"), kind)
     names = tuple(e.rank for e in ok)
     findings: list[Finding] = list(training_rules.slow_rank(ctx, names))
