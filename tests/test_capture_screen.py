@@ -169,36 +169,40 @@ async def test_local_capture_opens_in_the_explorer_and_is_remembered(tmp_path):
         assert "values of the last capture" in _status(blank)
 
 
-@pytest.mark.parametrize(
-    ("change", "message"),
-    [
-        ({"steps": "0"}, "the number of steps must be at least 1"),
-        ({"command": ""}, "the training command is empty"),
-        ({"command": "python"}, "the command must start with the python"),
-        ({"command": "python 'train.py"}, "training command: No closing quotation"),
-        ({"env": "FLAGS_x=1 BROKEN"}, "extra environment:"),
-        ({"start_step": "-3"}, "the start step must be 0 or more"),
-    ],
-)
-async def test_validation_error_shows_one_line_and_starts_nothing(tmp_path, change, message):
+INVALID = [
+    ({"steps": "0"}, "the number of steps must be at least 1"),
+    ({"command": ""}, "the training command is empty"),
+    ({"command": "python"}, "the command must start with the python"),
+    ({"command": "python 'train.py"}, "training command: No closing quotation"),
+    ({"env": "FLAGS_x=1 BROKEN"}, "extra environment:"),
+    ({"start_step": "-3"}, "the start step must be 0 or more"),
+]
+
+
+async def test_validation_error_shows_one_line_and_starts_nothing(tmp_path):
+    """Every bad form in one explorer session (an app start-up each would cost ~3 s), each on a
+    fresh capture screen."""
     app = _app(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await wait_loaded(pilot)
-        screen = await _open(pilot, tmp_path)
-        _fill(screen, "local", tmp_path, **{"command": _command(TINY), **change})
-        await pilot.click("#start")
-        await pilot.pause()
-        status = _status(screen)
-        assert message in status and "\n" not in status
-        assert "error" in screen.query_one("#capture-status").classes
-        assert not screen.running and screen.following is None
-        assert not [w for w in screen.workers if w.group == "capture"]
-        assert not (tmp_path / "remote").exists() and not (tmp_path / "captures").exists()
-        # Enter in a field starts too: the same error, still nothing started.
-        screen.query_one("#out").focus()
-        await pilot.press("enter")
-        await pilot.pause()
-        assert message in _status(screen) and not (tmp_path / "remote").exists()
+        for change, message in INVALID:
+            screen = await _open(pilot, tmp_path)
+            _fill(screen, "local", tmp_path, **{"command": _command(TINY), **change})
+            await pilot.click("#start")
+            await pilot.pause()
+            status = _status(screen)
+            assert message in status and "\n" not in status, (change, status)
+            assert "error" in screen.query_one("#capture-status").classes, change
+            assert not screen.running and screen.following is None, change
+            assert not [w for w in screen.workers if w.group == "capture"], change
+            assert not (tmp_path / "remote").exists() and not (tmp_path / "captures").exists(), change
+            # Enter in a field starts too: the same error, still nothing started.
+            screen.query_one("#out").focus()
+            await pilot.press("enter")
+            await pilot.pause()
+            assert message in _status(screen) and not (tmp_path / "remote").exists(), change
+            await pilot.press("escape")
+            assert isinstance(app.screen, MainScreen), change
 
 
 def test_build_spec_reads_the_form():
