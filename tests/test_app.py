@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 
 from pilot_helpers import wait_loaded
+from textual import events
 
 from npuscope.fixtures.demo_profile import ensure_demo
 from npuscope.tui.app import NpuscopeApp
@@ -69,7 +70,11 @@ async def test_filter_terms_and_escape(tmp_path):
         screen = await _loaded(pilot)
         _summary(screen).focus()
         await pilot.press("slash")
-        await pilot.press(*"type:ReduceSum cause:recompilation", "enter")
+        # Pasted (typed key by key, its 35 Pilot presses take ~5 s); the bad term below is typed.
+        app.post_message(events.Paste("type:ReduceSum cause:recompilation"))
+        await pilot.pause()
+        assert screen.query_one("#filter").value == "type:ReduceSum cause:recompilation"
+        await pilot.press("enter")
         table = _summary(screen)
         assert table.row_count == 28
         assert set(table.frame["wait_cause"]) == {"recompilation"}
