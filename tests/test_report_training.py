@@ -50,7 +50,7 @@ _REPORTS: dict[Path, dict] = {}
 
 def _report(path: Path) -> dict:
     if path not in _REPORTS:
-        res = _cli("report", str(path), "--format", "json", "--top", str(TOP))
+        res = _in_process("report", str(path), "--format", "json", "--top", str(TOP))
         assert res.returncode == 0, res.stderr
         _REPORTS[path] = orjson.loads(res.stdout)
     return _REPORTS[path]
@@ -406,7 +406,8 @@ def test_report_json_rows_have_the_contract_types():
 
 
 def test_report_json_is_deterministic():
-    # Two interpreters (a child and this one), each with its own hash seed.
+    # Two interpreters (a child and this one), each with its own hash seed. The child is also
+    # the json report's run through `python -m npuscope`; `_report` reads it in process.
     first = _cli("report", str(CNN), "--format", "json")
     second = _in_process("report", str(CNN), "--format", "json")
     assert first.returncode == 0 and first.stdout == second.stdout
@@ -421,7 +422,7 @@ def test_capture_without_training_files_has_empty_views():
         assert [s["step"] for s in card["steps"]] == ["all"]
     found = report["source"]["views"]
     assert not any(f.split(":")[0] in {"communication", "links", "memory", "memory_top_ops"} for f in found)
-    res = _cli("inspect", str(SAMPLES / "msprof_golden"))
+    res = _in_process("inspect", str(SAMPLES / "msprof_golden"))
     assert res.returncode == 0, res.stderr
     views = res.stdout.split("views     ", 1)[1]
     for name in ("communication", "links", "memory"):
@@ -450,7 +451,7 @@ def test_inspect_lists_the_views_found_and_their_files():
     assert listed["links"] == "communication_matrix.json"
     assert listed["memory"] == "memory_record.csv"
     assert listed["memory_top_ops"] == "operator_memory.csv"
-    res = _cli("inspect", str(DB25))
+    res = _in_process("inspect", str(DB25))
     assert res.returncode == 0, res.stderr
     assert "analysis.db StepTraceTime" in res.stdout and "CANN_API" in res.stdout
 
@@ -485,7 +486,7 @@ def test_text_and_markdown_have_the_sections_from_the_command(fmt):
 
 
 def test_text_report_shows_the_numbers():
-    res = _cli("report", str(CNN), "--card", "0", "--top", "3")
+    res = _in_process("report", str(CNN), "--card", "0", "--top", "3")
     assert res.returncode == 0, res.stderr
     out = res.stdout
     step = _steps_csv(_ranks(CNN)["0"])[0]
@@ -508,7 +509,7 @@ def test_damaged_training_file_is_a_note_or_with_strict_a_one_line_error(tmp_pat
     report = orjson.loads(res.stdout)
     assert any("communication.json" in n for n in report["source"]["view_notes"])
     assert all(c["communication"] for c in report["cards"])  # from the tasks instead
-    res = _cli("inspect", str(copy))
+    res = _in_process("inspect", str(copy))
     assert res.returncode == 0 and "communication.json" in res.stdout.split("views     ", 1)[1]
     for run, command in ((_cli, "report"), (_in_process, "inspect")):
         res = run(command, str(copy), "--strict")
@@ -517,7 +518,7 @@ def test_damaged_training_file_is_a_note_or_with_strict_a_one_line_error(tmp_pat
 
 
 def test_text_links_rank_links_between_ranks_before_local_copies():
-    res = _cli("report", str(DB25), "--card", "0", "--top", "3")
+    res = _in_process("report", str(DB25), "--card", "0", "--top", "3")
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
     start = lines.index("Links")
