@@ -498,7 +498,9 @@ def test_single_card_msprof_db_only_idle():
 
 def test_report_json_text_and_rules_file(tmp_path):
     def report(*extra: str) -> subprocess.CompletedProcess[str]:
-        cmd = [sys.executable, "-m", "npuscope", "report", str(GPT3), "--no-cache", *extra]
+        # GPT3 is a cluster of two rank folders: `--card all` reports every rank after the
+        # cluster section (the default is the slowest rank only).
+        cmd = [sys.executable, "-m", "npuscope", "report", str(GPT3), "--no-cache", "--card", "all", *extra]
         return subprocess.run(cmd, capture_output=True, text=True, check=False)
 
     res = report("--format", "json")
