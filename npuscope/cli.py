@@ -149,6 +149,12 @@ def build_explorer_parser() -> argparse.ArgumentParser:
     _add_source_args(parser)
     parser.add_argument("--compare", metavar="NEW", help="open the comparison of NEW against PATH once PATH is loaded")
     parser.add_argument("--rules", metavar="FILE", help="TOML file overriding rule thresholds")
+    parser.add_argument(
+        "--all-cards",
+        action="store_true",
+        help="open a cluster (a folder of rank folders) as one capture whose cards are the ranks, "
+        "every rank loaded at once, instead of its Ranks view",
+    )
     return parser
 
 
@@ -230,6 +236,9 @@ def run_explorer(args: argparse.Namespace) -> int:
         thresholds=thresholds,
         compare_with=compare_with,
         read=ReadOptions(strict=args.strict, source=args.source, timeline=not args.no_timeline),
+        # A folder of rank folders opens as its Ranks view, one rank loaded at a time; a
+        # capture named with --capture or a comparison opens as one capture, as --all-cards.
+        clusters=not (args.all_cards or args.capture is not None or compare_with is not None),
     )
     app.run()
     if app.error_message:

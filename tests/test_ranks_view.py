@@ -441,3 +441,20 @@ async def test_escape_during_the_cluster_load_cancels_it(cluster, shared_cache, 
         await pilot.pause()
         assert outcomes == ["cancelled"] and ("LoadCancelled", job.generation) in app.dropped
         assert app.is_running and app.ranks is None and app.cluster is None
+
+
+@pytest.mark.parametrize(
+    ("extra", "ranks_view"),
+    [((), True), (("--all-cards",), False), (("--capture", "0"), False)],
+)
+def test_command_line_opens_a_cluster_as_its_ranks_view(cluster, monkeypatch, extra, ranks_view):
+    """`npuscope CLUSTER` starts the explorer with the Ranks view; --all-cards, or naming a
+    capture, opens the ranks as the cards of one capture. The app's run is replaced: what is
+    checked is the app the command line builds (the view itself is tested above)."""
+    from npuscope.cli import main
+
+    built: list[NpuscopeApp] = []
+    monkeypatch.setattr(NpuscopeApp, "run", lambda self, *a, **k: built.append(self))
+    assert main([str(cluster.root), "--no-cache", *extra]) == 0
+    (app,) = built
+    assert app.clusters is ranks_view
