@@ -494,14 +494,19 @@ def test_clean_deletes_fetched_and_failed_runs_and_keeps_the_others(sshd, remote
     assert run_dirs(remote) == []
     script = tmp_path / "failing.py"
     script.write_text(FAILING)
-    # The fetched run, the crashed one and the one left running, side by side (one Paddle
-    # start-up of wall time instead of three); the running one starts once the others' run
-    # folders exist, so that start_client finds its own.
-    side = {name: subprocess.Popen(cli_argv(sshd, remote, out, "--device", "cpu", *command), stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, text=True, cwd=out.parent)
-            for name, command in (("fetched", tiny()), ("crashed", ["--", sys.executable, str(script)]))}
+    # The fetched run, the crashed one and the one left running, side by side (their Paddle
+    # start-ups overlap). Each starts once the one before has read the bootstrap: the runs share
+    # its file, which every upload writes again.
+    side = {}
     try:
-        wait_for(lambda: len(run_dirs(remote)) == 2, "the two run folders")
+        for name, command in (("fetched", tiny()), ("crashed", ["--", sys.executable, str(script)])):
+            before = set(run_dirs(remote))
+            side[name] = subprocess.Popen(cli_argv(sshd, remote, out, "--device", "cpu", *command),
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=out.parent)
+            run = wait_for(lambda before=before: next((r for r in run_dirs(remote) if r not in before), None),
+                           f"the {name} run folder")
+            wait_for(lambda log=run / "log": log.is_file() and '"event": "started"' in log.read_text(),
+                     f"the {name} run's bootstrap to start")
         client, running, pid = start_client(sshd, remote, out, 500, "step    0")
     finally:
         ended = {name: (proc, *proc.communicate(timeout=TIMEOUT)) for name, proc in side.items()}
