@@ -50,6 +50,7 @@ __all__ = [
     "RankEntry",
     "RankSummary",
     "cluster_json",
+    "rank_findings",
     "open_cluster",
     "open_rank",
     "parse_rank",
@@ -286,6 +287,22 @@ def open_rank(summary: ClusterSummary, rank: str, **open_profile_kwargs: Any) ->
     if "cache" not in kwargs:
         kwargs["cache"] = FrameCache(summary.cache_root) if summary.cache_root is not None else None
     return open_rank_profile(r.folder, **kwargs)
+
+
+def rank_findings(
+    summary: ClusterSummary, rank: str, own: Sequence[Finding], cards: tuple[str, ...], folder: Path | None = None
+) -> list[Finding]:
+    """`own` (a rank's own training findings) and the cluster's findings about `rank` (slow
+    rank, slow links from it) on the rank's one card, for the report and the explorer alike.
+    None of the cluster's when the rank has several cards (no one card to put them on) or when
+    `folder` is not that rank's folder (a rank opened from elsewhere)."""
+    if len(cards) != 1:
+        return list(own)
+    if folder is not None and not any(r.rank == rank and r.folder == folder for r in summary.ranks):
+        return list(own)
+    seen = {(f.rule, f.title) for f in own}
+    theirs = [replace(f, card=cards[0]) for f in summary.findings if f.card == rank and (f.rule, f.title) not in seen]
+    return [*own, *theirs]
 
 
 def cluster_json(summary: ClusterSummary) -> dict[str, Any]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import sys
 import textwrap
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +66,7 @@ def _names(ranks: list[str]) -> str:
 
 
 def _run_cluster(args: argparse.Namespace, thresholds: Thresholds) -> int:
-    from npuscope.analysis.cluster import cluster_json, open_cluster, open_rank
+    from npuscope.analysis.cluster import cluster_json, open_cluster, open_rank, rank_findings
     from npuscope.analysis.cluster_report import cluster_lines, rank_heading, slowest_rank
     from npuscope.parsers import FrameCache, ReadOptions
     from npuscope.text import printable
@@ -108,14 +107,8 @@ def _run_cluster(args: argparse.Namespace, thresholds: Thresholds) -> int:
             sys.stdout.write(op_report(profile, diagnosis, find_task(diagnosis, args.op)))
             return None
         views = read_training_views(profile, strict=args.strict)
-        mine = [f for f in summary.findings if f.card == rank]
-        if len(profile.cards) == 1:  # the rank's one card is where its cluster findings show
-            mine = [replace(f, card=profile.cards[0]) for f in mine]
-        else:
-            mine = []
         own = training_findings(profile, diagnosis, views, thresholds)
-        seen = {(f.rule, f.card, f.title) for f in own}
-        diagnosis = diagnosis.with_findings([*own, *(f for f in mine if (f.rule, f.card, f.title) not in seen)])
+        diagnosis = diagnosis.with_findings(rank_findings(summary, rank, own, profile.cards))
         report = build_report(profile, diagnosis, top=args.top, views=views)
         report["rank"] = rank
         return report

@@ -16,17 +16,14 @@ from npuscope.parsers import ReadOptions
 
 
 class Explorer(Protocol):
+    """What the screens read of the app; they ask it to act by posting messages
+    (tui/messages.py), never by calling it."""
+
     export_dir: Path | None
     read: ReadOptions
     thresholds: Thresholds
-
-    def load(self, capture: str | int | None) -> None: ...
-
-    def cancel_loading(self) -> None: ...
-
-    def compare(self, other: Path) -> None: ...
-
-    def open_path(self, path: Path) -> None: ...
+    cluster: Any  # the ClusterSummary of the open cluster, or None
+    rank: str | None  # the cluster's rank the main screen shows, or None
 
 
 def explorer(app: App[Any]) -> Explorer:

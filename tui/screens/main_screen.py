@@ -27,6 +27,7 @@ from textual.widgets import Footer, Label, ProgressBar, Static, TabbedContent, T
 from npuscope.analysis import Diagnosis
 from npuscope.analysis.bound import RATIO_COLUMNS, with_bound
 from npuscope.analysis.card_spread import card_spread, render_card_spread
+from npuscope.analysis.cluster import rank_findings
 from npuscope.analysis.drilldown import TASK_COLUMNS, drill_down
 from npuscope.analysis.export import export_dir, export_table, write_text_atomic
 from npuscope.analysis.kpis import card_kpis
@@ -406,7 +407,11 @@ class MainScreen(Screen):
             return
         problem = ""
         try:
-            diagnosis = diagnosis.with_findings(training_findings(profile, diagnosis, views, app.thresholds))
+            own = training_findings(profile, diagnosis, views, app.thresholds)
+            cluster, rank = app.cluster, app.rank
+            if cluster is not None and rank is not None:  # a rank of a cluster: the cluster's findings on it
+                own = rank_findings(cluster, rank, own, profile.cards, profile.path)
+            diagnosis = diagnosis.with_findings(own)
         except Exception as exc:
             problem = f"training findings not shown: {type(exc).__name__}: {exc}"
         self.app.call_from_thread(self._views_ready, profile, diagnosis, views, windows, problem)
