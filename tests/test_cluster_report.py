@@ -8,7 +8,9 @@ layout for the module, each report run once (memoised).
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 import os
 import shutil
 import sqlite3
@@ -216,3 +218,18 @@ def test_damaged_rank_is_marked_and_the_report_exits_0(clusters, env, tmp_path):
     strict = _run("-m", "npuscope", "report", str(root), "--jobs", "1", "--strict", env=env)
     assert strict.returncode == 2 and "rank 3" in strict.stderr and "Traceback" not in strict.stderr
     assert strict.stderr.count("\n") == 1
+    # A rank chosen with --card: its report, or one line and exit 2 (in process: cheap).
+    code, out, err = _in_process("report", str(root), "--card", "1", "--top", "1")
+    assert code == 0 and "== rank 1 (chosen) ==" in out.splitlines(), err
+    for card, why in (("3", "rank 3 could not be read"), ("9", "no rank '9'")):
+        code, out, err = _in_process("report", str(root), "--card", card)
+        assert code == 2 and why in err and out == "", (card, err)
+
+
+def _in_process(*args: str) -> tuple[int, str, str]:
+    from npuscope.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main([*args, "--jobs", "1"])
+    return code, out.getvalue(), err.getvalue()
