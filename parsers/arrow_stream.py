@@ -19,11 +19,14 @@ from typing import Any
 
 _CAPSULE_NAME = b"arrow_array_stream"  # lives as long as the module: capsules keep the pointer
 
-_pythonapi = ctypes.pythonapi
-_pythonapi.PyCapsule_GetPointer.restype = ctypes.c_void_p
-_pythonapi.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-_pythonapi.PyCapsule_New.restype = ctypes.py_object
-_pythonapi.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+# Typed pointers of our own to the two C-API calls (the shared `ctypes.pythonapi` entries are
+# left as other code may have typed them).
+_capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", ctypes.pythonapi)
+)
+_new_capsule = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)(
+    ("PyCapsule_New", ctypes.pythonapi)
+)
 
 
 class _Stream(ctypes.Structure):
@@ -74,7 +77,7 @@ class Watched:
 
     def __init__(self, source: Any, on_rows: Callable[[int], None]) -> None:
         capsule = source.__arrow_c_stream__()
-        address = _pythonapi.PyCapsule_GetPointer(capsule, _CAPSULE_NAME)
+        address = _capsule_pointer(capsule, _CAPSULE_NAME)
         self._inner = _Stream()
         ctypes.memmove(ctypes.addressof(self._inner), address, ctypes.sizeof(_Stream))
         _Stream.from_address(address).release = None  # moved: the capsule no longer owns it
@@ -91,7 +94,7 @@ class Watched:
         self._outer = _Stream(*(ctypes.cast(cb, ctypes.c_void_p) for cb in self._callbacks), None)
 
     def __arrow_c_stream__(self, requested_schema: object = None) -> object:
-        return _pythonapi.PyCapsule_New(ctypes.addressof(self._outer), _CAPSULE_NAME, None)
+        return _new_capsule(ctypes.addressof(self._outer), _CAPSULE_NAME, None)
 
     def close(self) -> None:
         """Release the producer's stream if the reader never did (an error before reading)."""
