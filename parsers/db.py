@@ -334,8 +334,10 @@ class _Db:
                 raw.schema[c] in _FAST_OK[k] for c, k in kinds.items()
             ):
                 self.rows_read += raw.height
-                df = raw.with_columns(self._convert(c, k, raw.schema[c]) for c, k in kinds.items())
-                self.tick()
+                df = raw
+                for c, k in kinds.items():  # one column at a time: a cancel is seen between them
+                    df = df.with_columns(self._convert(c, k, raw.schema[c]))
+                    self.tick()
                 return df
         df = self._sqlite3_frame(sql, kinds)
         self.tick()
@@ -587,12 +589,9 @@ class _Cards:
                     f"SELECT {_q(conn)} AS connection_id, {_q(dev)} AS device FROM {_q(task)}",
                     {"connection_id": "id", "device": "id"},
                 )
-                self._by_connection = (
-                    got.drop_nulls()
-                    .unique(subset="connection_id", keep="first", maintain_order=True)
-                    .select("connection_id", self.label("device"))
-                    .drop_nulls("card")
-                )
+                got = got.drop_nulls().unique(subset="connection_id", keep="first", maintain_order=True)
+                self.db.tick()
+                self._by_connection = got.select("connection_id", self.label("device")).drop_nulls("card")
         return self._by_connection
 
 
@@ -824,7 +823,7 @@ def _steps(db: _Db, cards: _Cards) -> pl.DataFrame | None:
     return ok.select([pl.col(c).cast(t) for c, t in STEP_SCHEMA.items()])
 
 
-def _with_step_ids(tasks: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
+def _with_step_ids(tasks: pl.DataFrame, steps: pl.DataFrame, tick: Callable[[], None]) -> pl.DataFrame:
     """Each task's Step Id: the STEP_TIME range its start lies in (kernel_details has it)."""
     ranges = (
         steps.drop_nulls("fp_start_ns")
@@ -838,10 +837,12 @@ def _with_step_ids(tasks: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     if ranges.height == 0:
         return tasks
     order = tasks.with_row_index("_row").sort("start_ns")
+    tick()
     hit = order.join_asof(ranges, left_on="start_ns", right_on="_from", strategy="backward")
     hit = hit.with_columns(
         pl.when(pl.col("start_ns") < pl.col("_to")).then(pl.col("_step")).otherwise(pl.col("step_id")).alias("step_id")
     )
+    tick()
     return hit.sort("_row").drop("_row", "_from", "_to", "_step")
 
 
@@ -928,9 +929,9 @@ def _read(db: _Db, path: Path, card: str | None) -> DbExport:
     if steps is not None and steps.height:
         if "step_id" not in tasks.columns:
             tasks = tasks.with_columns(pl.lit(None, dtype=pl.String).alias("step_id"))
-        tasks = _with_step_ids(tasks, steps)
+        tasks = _with_step_ids(tasks, steps, db.tick)
     db.tick()
-    tasks = canonical_tasks(tasks, card=cards.only or card, pmu=pmu_names)
+    tasks = canonical_tasks(tasks, card=cards.only or card, pmu=pmu_names, tick=db.tick)
     db.tick()
     events = _events(db, cards)
     all_cards = set(cards.cards) | set(tasks["card"].unique().to_list())

@@ -7,6 +7,8 @@ op statistics) and fix the column order, so every consumer sees one shape.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import polars as pl
 
 from .columns import (
@@ -42,9 +44,14 @@ def wait_expr() -> pl.Expr:
     return gap.over("card").alias("wait_us")
 
 
-def canonical_tasks(df: pl.DataFrame, *, card: str | None = None, pmu: list[str] | None = None) -> pl.DataFrame:
-    """Complete a partial tasks frame: typed nulls, card, is_aclnn, wait, order, sort."""
+def canonical_tasks(
+    df: pl.DataFrame, *, card: str | None = None, pmu: list[str] | None = None, tick: Callable[[], None] | None = None
+) -> pl.DataFrame:
+    """Complete a partial tasks frame: typed nulls, card, is_aclnn, wait, order, sort.
+
+    `tick()`, when given, runs between the steps (a reader's progress and cancel check)."""
     pmu = list(pmu or [])
+    tick = tick or _nothing
     if "card" not in df.columns or df["card"].null_count() == df.height:
         df = df.with_columns(pl.lit(card or "0", dtype=pl.String).alias("card"))
     elif card is not None:
@@ -60,12 +67,19 @@ def canonical_tasks(df: pl.DataFrame, *, card: str | None = None, pmu: list[str]
         pl.col("op_name").str.starts_with("aclnn").fill_null(False).alias("is_aclnn"),
         *_known_types(df),
     )
+    tick()
     if not _sorted_per_card(df):
         df = df.sort(["card", "start_ns"], maintain_order=True)
+        tick()
     if "wait_us" not in df.columns:
         df = df.with_columns(wait_expr())
+        tick()
     df = df.with_columns(pl.col("wait_us").fill_null(0.0))
     return df.select([*TASK_ORDER, *[c for c in pmu if c not in TASK_ORDER]])
+
+
+def _nothing() -> None:
+    pass
 
 
 def is_communication() -> pl.Expr:
