@@ -458,7 +458,7 @@ def _report(base: Path, layout: str, problems: tuple[str, ...]) -> list[tuple[st
     """(rule, card, severity) of every finding of `npuscope report --format json`."""
     res = subprocess.run(
         [sys.executable, "-m", "npuscope", "report", str(_root(base, layout, problems).root), "--format", "json"]
-        + ["--no-cache"],
+        + ["--no-cache", "--card", "all"],  # torch_npu's rank folders make a cluster: every rank
         capture_output=True,
         text=True,
     )
