@@ -10,13 +10,14 @@ them as their Ranks view and each rank from there, the report with `--card all`.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
-import subprocess
-import sys
 
 import pytest
 from pilot_helpers import wait_loaded
 
+from npuscope.cli import main
 from npuscope.tui.app import NpuscopeApp
 from npuscope.tui.widgets.frame_table import FrameTable
 from npuscope.tui.widgets.ranks_table import RanksTable
@@ -26,14 +27,12 @@ CAPTURES = ("real/torch_npu_2024_cnn/level1", "real/torch_npu_2025_db/level1")
 
 def _report(path) -> dict:
     # Both captures are clusters of two rank folders: --card all reports every rank after the
-    # cluster section, as the explorer opens them one at a time from its Ranks view.
-    res = subprocess.run(
-        [sys.executable, "-m", "npuscope", "report", str(path), "--format", "json", "--no-cache", "--card", "all"],
-        capture_output=True,
-        text=True,
-    )
-    assert res.returncode == 0, res.stderr
-    return json.loads(res.stdout)
+    # cluster section, as the explorer opens them one at a time from its Ranks view. In this
+    # process (cli.main): the real command line is tested in test_report.py / test_cli.py.
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        assert main(["report", str(path), "--format", "json", "--no-cache", "--card", "all"]) == 0
+    return json.loads(buffer.getvalue())
 
 
 def _key(rule: str, title: str, time_us: float) -> tuple[str, str, float]:
