@@ -75,6 +75,13 @@ def _writer() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=1, thread_name_prefix="npuscope-cache")
 
 
+def finish_writes() -> None:
+    """Wait for the entries handed to the writer thread (the process is about to end without
+    the interpreter's teardown, which would wait for them)."""
+    if _writer.cache_info().currsize:
+        _writer().submit(lambda: None).result()  # one thread, first in first out: after them all
+
+
 def default_dir() -> Path:
     env = os.environ.get(ENV_DIR)
     if env:

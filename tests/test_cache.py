@@ -493,3 +493,26 @@ def test_unwritable_cache_dir_as_unprivileged_process(unpriv, world_dir, samples
     assert proc.returncode == 0, proc.stderr
     assert re.search(r"^note      cache not (written|used) ", proc.stdout, re.M), proc.stdout
     assert entries(cache) == []
+
+
+def test_finish_writes_waits_for_the_entries_handed_to_the_writer(tmp_path):
+    """The command ends the process without the interpreter's teardown after the explorer:
+    `finish_writes` first lets the writer thread write what it was given."""
+    import polars as pl
+
+    from npuscope.parsers.cache import FrameCache, finish_writes
+
+    source = tmp_path / "op_summary.csv"
+    source.write_text("a\n1\n")
+    cache = FrameCache(tmp_path / "cache", background=True)
+    frame = pl.DataFrame({"a": list(range(200_000))})
+    cache.load_or_build("tasks", (source,), lambda: frame)
+    entry = cache.path_for(cache.key("tasks", (source,)))
+    cache.start_writes()
+    finish_writes()
+    assert entry is not None and entry.is_file()
+    assert FrameCache(tmp_path / "cache").load_or_build("tasks", (source,), lambda: pl.DataFrame()).equals(frame)
+    # The writer still takes entries afterwards (the same process may load again).
+    cache.load_or_build("tasks", (source,), lambda: frame, extra="again")
+    cache.flush()
+    assert cache.path_for(cache.key("tasks", (source,), "again")).is_file()

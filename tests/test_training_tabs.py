@@ -204,8 +204,13 @@ async def test_gpt3_tabs_against_the_files_and_views(samples, tmp_path):
             tuple(r[k] for k in keys) for r in link_truth
         )
         links.focus()
+        await pilot.pause()  # the focus message reaches the pane before the key
         await pilot.press("d")
         assert links.frame["size_mb"].to_list() == sorted((r["size_mb"] for r in link_truth), reverse=True)
+        for _ in range(500):  # the status line follows the focused table on a later refresh
+            if f"{len(link_truth)} of {len(link_truth)} links" in _status(screen):
+                break
+            await pilot.pause(0.01)
         assert f"{len(link_truth)} of {len(link_truth)} links" in _status(screen)
         await pilot.press("e")  # export the table under focus
         exported = sorted((tmp_path / "exports").glob("*-links.csv"))
