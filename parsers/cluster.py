@@ -42,7 +42,7 @@ from .cache import FrameCache, source_digest
 from .errors import ProfileError
 from .frames import is_communication
 from .layout import DB_RE, DEVICE_RE, Capture, discover
-from .profile import Cancelled, Profile, ReadOptions, open_profile
+from .profile import Cancelled, Profile, ReadOptions, files_size, open_profile
 from .training import read_training_views
 from .training_files import card_key
 
@@ -249,16 +249,6 @@ def _steps_without_timeline(files: Sequence[Path]) -> bool:
     return any(p.name in ("step_trace_time.csv", "analysis.db") or DB_RE.match(p.name) for p in files)
 
 
-def _size(paths: Sequence[Path]) -> int:
-    total = 0
-    for p in paths:
-        try:
-            total += p.stat().st_size
-        except OSError:
-            pass
-    return total
-
-
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     line = text[0] if text else type(exc).__name__
@@ -406,7 +396,7 @@ def parse_rank(
         return _error_entry(name, folder, _one_line(exc))
     except Exception as exc:  # noqa: BLE001 - one bad rank never stops the cluster
         return _error_entry(name, folder, _one_line(exc))
-    size = _size(files)
+    size = files_size(files)
     built: list[RankEntry] = []
 
     def build() -> pl.DataFrame:
@@ -482,7 +472,7 @@ def read_ranks(
             files.append(key_files(folder, options))
         except Exception as exc:  # noqa: BLE001 - one bad rank never stops the cluster
             files.append(_one_line(exc))
-    sizes = [_size(f) if isinstance(f, tuple) else 0 for f in files]
+    sizes = [files_size(f) if isinstance(f, tuple) else 0 for f in files]
     total = sum(sizes)
     done = 0
     n = len(ranks)

@@ -143,7 +143,8 @@ def select_capture(captures: list[Capture], which: str | int | None) -> Capture:
     raise ProfileError(f"no capture {which!r} here; captures found (newest first): {names}")
 
 
-def _size(paths: Sequence[Path]) -> int:
+def files_size(paths: Sequence[Path]) -> int:
+    """Bytes of `paths` (a file gone or unreadable counts 0): what progress counts."""
     total = 0
     for p in paths:
         try:
@@ -211,7 +212,7 @@ def open_profile(
     plan = [_plan(src, source, timeline) for src in chosen.sources]
     files = tuple(p for _, paths, _ in plan for p in paths)
     ignored = tuple(item for _, _, skipped in plan for item in skipped)
-    total = _size(files)
+    total = files_size(files)
     done = 0  # bytes of the files read
     shown = 0  # the most progress reported: a reread never moves it back
 
@@ -225,14 +226,14 @@ def open_profile(
 
     def advance(paths: Sequence[Path], label: str) -> None:
         nonlocal done
-        done += _size(paths)
+        done += files_size(paths)
         report(done, label)
 
     def within(paths: Sequence[Path], label: str) -> BytesHook | None:
         """The hook of a read of `paths`: its bytes read so far, after the files done."""
         if progress is None and cancel is None:
             return None
-        size = _size(paths)
+        size = files_size(paths)
         return lambda read: report(done + min(read, size), label)
 
     if progress is not None:
@@ -252,7 +253,7 @@ def open_profile(
         kinds.add("db" if src.db is not None else "text")
         if src.db is not None:
             bytes_hook = within((src.db,), "db export")
-            rows_hook = None if bytes_hook is None else partial(_rows_as_bytes, bytes_hook, _size((src.db,)))
+            rows_hook = None if bytes_hook is None else partial(_rows_as_bytes, bytes_hook, files_size((src.db,)))
             read = _read_db_cached(cache, src, task_columns, timeline, rows_hook, batch_rows)
             advance((src.db,), "db export")
             tasks_parts.append(read.tasks)
