@@ -17,15 +17,12 @@ from textual.geometry import Size
 from textual.strip import Strip
 from textual.widget import Widget
 
-from npuscope.analysis.training_tables import StepBar, bar_cells
+from npuscope.analysis.training_tables import StepBar
 
-from ..format import human_us
-from ..palette import STEP_PART_LABELS, STEP_PART_STYLES
+from ..palette import STEP_PART_STYLES
 from ..ranks_state import DAMAGED, SLOW
+from .step_bars import MARK, TOTAL_WIDTH, bar_segments, keep_in_view, legend
 
-PARTS = ("compute", "comm", "free")
-BLOCK = "█"
-MARK = "▶"
 FLAGS = {SLOW: "slow", DAMAGED: "damaged"}
 
 
@@ -79,12 +76,7 @@ class RankBars(Widget):
         """Mark the bar of rank `label` and scroll it into view."""
         index = next((i for i, b in enumerate(self.bars) if b.label == label), None)
         self.marked = index
-        rows = max(self.size.height - 1, 1)
-        if index is not None:
-            if index < self._top:
-                self._top = index
-            elif index >= self._top + rows:
-                self._top = index - rows + 1
+        self._top = keep_in_view(index, self._top, max(self.size.height - 1, 1))
         self.refresh()
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
@@ -94,17 +86,12 @@ class RankBars(Widget):
         return self.get_component_rich_style(name, default=Style())
 
     def _legend(self) -> list[Segment]:
-        segments = [Segment(" ")]
-        for part in PARTS:
-            segments += [Segment(BLOCK, self._styles[part]), Segment(f" {STEP_PART_LABELS[part]}  ")]
-        segments.append(Segment(f"longest {human_us(self.longest_us)}", self._style("rank-bars--label")))
-        return segments
+        return legend(self._styles, self._style("rank-bars--label"), self.longest_us)
 
     def bar_line(self, index: int, width: int) -> list[Segment]:
         """The segments of bar `index` for a line `width` cells wide."""
         label_width = max(len(b.label) for b in self.bars) + 7  # "▶ rank " + label
         flag_width = 8  # " damaged"
-        total_width = 11
         bar = self.bars[index]
         flag = self.flags[index] if index < len(self.flags) else ""
         marked = index == self.marked
@@ -113,19 +100,12 @@ class RankBars(Widget):
         segments = [Segment(head, label_style)]
         flag_style = self._style(f"rank-bars--{flag}") if flag else label_style
         segments.append(Segment(f" {FLAGS.get(flag, '')}".ljust(flag_width), flag_style))
-        cells = max(width - label_width - flag_width - total_width - 1, 0)
+        cells = max(width - label_width - flag_width - TOTAL_WIDTH - 1, 0)
         if flag == DAMAGED:
             error = self.errors[index] if index < len(self.errors) else ""
-            segments.append(Segment(f" {error}"[: cells + total_width], flag_style))
+            segments.append(Segment(f" {error}"[: cells + TOTAL_WIDTH], flag_style))
             return segments
-        drawn = 0
-        for part, n in zip(PARTS, bar_cells(bar, self.longest_us, cells)):
-            if n:
-                segments.append(Segment(BLOCK * n, self._styles[part]))
-                drawn += n
-        segments.append(Segment(" " * (cells - drawn + 1)))
-        segments.append(Segment(human_us(bar.total_us).rjust(total_width), label_style))
-        return segments
+        return segments + bar_segments(bar, self.longest_us, cells, self._styles, label_style)
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width

@@ -24,6 +24,40 @@ BLOCK = "█"
 MARK = "▶"
 
 
+TOTAL_WIDTH = 11  # the bar's total, right-aligned after it
+
+
+def legend(styles: dict[str, Style], label_style: Style, longest_us: float) -> list[Segment]:
+    """The legend line of a list of stacked bars: a block per part, then the longest bar."""
+    segments = [Segment(" ")]
+    for part in PARTS:
+        segments += [Segment(BLOCK, styles[part]), Segment(f" {STEP_PART_LABELS[part]}  ")]
+    segments.append(Segment(f"longest {human_us(longest_us)}", label_style))
+    return segments
+
+
+def bar_segments(
+    bar: StepBar, longest_us: float, cells: int, styles: dict[str, Style], total_style: Style
+) -> list[Segment]:
+    """One stacked bar in `cells` cells scaled to `longest_us`, then its total."""
+    segments = []
+    drawn = 0
+    for part, n in zip(PARTS, bar_cells(bar, longest_us, cells)):
+        if n:
+            segments.append(Segment(BLOCK * n, styles[part]))
+            drawn += n
+    segments.append(Segment(" " * (cells - drawn + 1)))
+    segments.append(Segment(human_us(bar.total_us).rjust(TOTAL_WIDTH), total_style))
+    return segments
+
+
+def keep_in_view(index: int | None, top: int, rows: int) -> int:
+    """The first bar shown so that bar `index` is among the `rows` shown from it."""
+    if index is None or top <= index < top + rows:
+        return top
+    return index if index < top else index - rows + 1
+
+
 class StepBars(Widget):
     """The per-step stacked bars of the Steps tab."""
 
@@ -60,12 +94,7 @@ class StepBars(Widget):
         """Mark the bar of step `label` and scroll it into view."""
         index = next((i for i, b in enumerate(self.bars) if b.label == label), None)
         self.marked = index
-        rows = max(self.size.height - 1, 1)
-        if index is not None:
-            if index < self._top:
-                self._top = index
-            elif index >= self._top + rows:
-                self._top = index - rows + 1
+        self._top = keep_in_view(index, self._top, max(self.size.height - 1, 1))
         self.refresh()
 
     @property
@@ -79,11 +108,7 @@ class StepBars(Widget):
         return self.get_component_rich_style(name, default=Style())
 
     def _legend(self) -> list[Segment]:
-        segments = [Segment(" ")]
-        for part in PARTS:
-            segments += [Segment(BLOCK, self._styles[part]), Segment(f" {STEP_PART_LABELS[part]}  ")]
-        segments.append(Segment(f"longest {human_us(self.longest_us)}", self._style("step-bars--label")))
-        return segments
+        return legend(self._styles, self._style("step-bars--label"), self.longest_us)
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
@@ -93,18 +118,10 @@ class StepBars(Widget):
         if not 0 <= index < len(self.bars):
             return Strip.blank(width)
         label_width = max(len(b.label) for b in self.bars) + 8  # "▶ step " + label + " "
-        total_width = 11
-        cells = max(width - label_width - total_width - 1, 0)
+        cells = max(width - label_width - TOTAL_WIDTH - 1, 0)
         bar = self.bars[index]
         marked = index == self.marked
         label_style = self._style("step-bars--marked" if marked else "step-bars--label")
         head = f"{MARK if marked else ' '} step {bar.label}".ljust(label_width)
-        segments = [Segment(head, label_style)]
-        drawn = 0
-        for part, n in zip(PARTS, bar_cells(bar, self.longest_us, cells)):
-            if n:
-                segments.append(Segment(BLOCK * n, self._styles[part]))
-                drawn += n
-        segments.append(Segment(" " * (cells - drawn + 1)))
-        segments.append(Segment(human_us(bar.total_us).rjust(total_width), label_style))
+        segments = [Segment(head, label_style), *bar_segments(bar, self.longest_us, cells, self._styles, label_style)]
         return Strip(segments).crop_extend(0, width, None)
