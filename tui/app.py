@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
@@ -38,7 +38,7 @@ from npuscope.analysis.compare import compare_runs
 from npuscope.analysis.compare_render import render_comparison
 from npuscope.parsers import Cancelled, ProfileError, ReadOptions
 
-from .load_job import Job, cluster_ranks, load_cluster, load_profile, load_rank, open_for_compare
+from .load_job import Job, Progress, cluster_ranks, load_cluster, load_profile, load_rank, open_for_compare
 from .messages import (
     CancelRequested,
     ClusterLoaded,
@@ -186,10 +186,7 @@ class NpuscopeApp(App):
         return job.generation
 
     def _load(self, job: Job, path: Path, capture: str | int | None) -> None:
-        def progress(done: int, total: int, label: str) -> None:
-            self._post(LoadProgressed(done, total, label, job.generation))
-
-        try:
+        def read(progress: Progress) -> Message:
             if self.clusters and cluster_ranks(path, capture):
                 summary = load_cluster(
                     path,
@@ -199,8 +196,7 @@ class NpuscopeApp(App):
                     cancel=job.cancel,
                     progress=progress,
                 )
-                self._post(ClusterLoaded(summary, job.generation))
-                return
+                return ClusterLoaded(summary, job.generation)
             profile, diagnosis = load_profile(
                 path,
                 capture=capture,
@@ -210,15 +206,28 @@ class NpuscopeApp(App):
                 cancel=job.cancel,
                 progress=progress,
             )
+            return ProfileLoaded(profile, diagnosis, job.generation)
+
+        self._load_outcome(job, read)
+
+    def _load_outcome(self, job: Job, read: Callable[[Progress], Message], what: str = "") -> None:
+        """Run `read` (given the progress callback) in the job's thread and post what came of
+        it: its message, the cancel, or the failure in one line (`what` leads it)."""
+
+        def progress(done: int, total: int, label: str) -> None:
+            self._post(LoadProgressed(done, total, label, job.generation))
+
+        try:
+            message = read(progress)
         except Cancelled:
             self._post(LoadCancelled(job.generation))
         except ProfileError as exc:
-            self._post(LoadFailed(str(exc), exc.title, job.generation))
+            self._post(LoadFailed(f"{what}{exc}", exc.title, job.generation))
         except Exception as exc:  # anything the loader did not expect: one line, never a crash
-            message = f"unexpected error while loading: {type(exc).__name__}: {exc}"
-            self._post(LoadFailed(message, generation=job.generation))
+            text = f"{what}unexpected error while loading: {type(exc).__name__}: {exc}"
+            self._post(LoadFailed(text, generation=job.generation))
         else:
-            self._post(ProfileLoaded(profile, diagnosis, job.generation))
+            self._post(message)
 
     # ---------------------------------------------------------------- clusters
     @work(group="load", exit_on_error=False, description="load rank")
@@ -240,10 +249,7 @@ class NpuscopeApp(App):
         return job.generation
 
     def _load_rank(self, job: Job, summary: Any, rank: str) -> None:
-        def progress(done: int, total: int, label: str) -> None:
-            self._post(LoadProgressed(done, total, label, job.generation))
-
-        try:
+        def read(progress: Progress) -> Message:
             profile, diagnosis = load_rank(
                 summary,
                 rank,
@@ -253,15 +259,9 @@ class NpuscopeApp(App):
                 cancel=job.cancel,
                 progress=progress,
             )
-        except Cancelled:
-            self._post(LoadCancelled(job.generation))
-        except ProfileError as exc:
-            self._post(LoadFailed(f"rank {rank}: {exc}", exc.title, job.generation))
-        except Exception as exc:
-            message = f"rank {rank}: unexpected error while loading: {type(exc).__name__}: {exc}"
-            self._post(LoadFailed(message, generation=job.generation))
-        else:
-            self._post(ProfileLoaded(profile, diagnosis, job.generation, rank=rank))
+            return ProfileLoaded(profile, diagnosis, job.generation, rank=rank)
+
+        self._load_outcome(job, read, f"rank {rank}: ")
 
     @on(ClusterLoaded)
     def _cluster_loaded(self, message: ClusterLoaded) -> None:
