@@ -855,24 +855,7 @@ def data_gaps(d: CardData, th: Thresholds) -> list[Finding]:
         gaps.append("no PMU columns: core utilisation is unknown")
     if d.statistic_derived:
         gaps.append("op_statistic derived from the tasks")
-    if not gaps:
-        return []
-    return [
-        Finding(
-            rule="data_gaps",
-            severity="info",
-            title="What this capture cannot show: " + "; ".join(gaps),
-            card=d.card,
-            op_types=(),
-            op_names=(),
-            count=len(gaps),
-            time_us=0.0,
-            share_pct=0.0,
-            advice=ADVICE["data_gaps"],
-            confidence="evidence",
-            threshold="informational",
-        )
-    ]
+    return _gaps_finding(d, gaps, ADVICE["data_gaps"])
 
 
 DEVICE_GAPS = {
@@ -889,6 +872,11 @@ def _device_gaps(d: CardData, gaps: list[str]) -> list[Finding]:
         gaps.append("no timeline: wait causes are only suspected, host-side ops cannot be shown")
     if d.kind in DEVICE_GAPS:
         gaps.append(DEVICE_GAPS[d.kind])
+    return _gaps_finding(d, gaps, advice("data_gaps", "", d.kind))
+
+
+def _gaps_finding(d: CardData, gaps: list[str], text: str) -> list[Finding]:
+    """The data_gaps finding naming `gaps` (none without gaps), with advice `text`."""
     if not gaps:
         return []
     return [
@@ -902,7 +890,7 @@ def _device_gaps(d: CardData, gaps: list[str]) -> list[Finding]:
             count=len(gaps),
             time_us=0.0,
             share_pct=0.0,
-            advice=advice("data_gaps", "", d.kind),
+            advice=text,
             confidence="evidence",
             threshold="informational",
         )
