@@ -11,6 +11,8 @@ from npuscope.fixtures.demo_profile import ensure_demo
 from npuscope.parsers import FrameCache, Profile, open_profile
 from npuscope.parsers.profile import SourceChoice
 from npuscope.parsers.timeline import watching
+from npuscope.parsers.training import TrainingViews
+from npuscope.parsers.views_cache import cached_training_views
 
 from .progress import StderrProgress
 
@@ -24,8 +26,11 @@ def profile_for_command(
     timeline: bool = True,
     strict: bool = False,
     source: SourceChoice = "auto",
+    pmu: bool = True,
+    details: bool = True,
 ) -> Iterator[Profile]:
-    """The profile at `path` (default: the bundled demo); late cache problems go to stderr."""
+    """The profile at `path` (default: the bundled demo); late cache problems go to stderr.
+    `pmu` and `details` as open_profile takes them (what the command reads of the tasks)."""
     cache = FrameCache(enabled=not no_cache, background=True)
     files = [0, 0]  # bytes done before the file being read, bytes of all files
     with StderrProgress("loading") as progress:
@@ -46,9 +51,21 @@ def profile_for_command(
                 progress=on_file,
                 strict=strict,
                 source=source,
+                pmu=pmu,
+                details=details,
             )
     known = len(cache.problems)
     yield profile
     cache.flush()
     for problem in cache.problems[known:]:
         print(f"npuscope: note: {problem}", file=sys.stderr)
+
+
+def views_for_command(profile: Profile, *, no_cache: bool, strict: bool = False) -> TrainingViews:
+    """The training-level views of a profile a command opened: from the cache, unless
+    `no_cache`, when its files have not changed; cache problems go to stderr."""
+    cache = FrameCache(enabled=not no_cache)
+    views = cached_training_views(profile, cache, strict=strict)
+    for problem in cache.problems:
+        print(f"npuscope: note: {problem}", file=sys.stderr)
+    return views

@@ -83,6 +83,15 @@ TASK_ORDER: tuple[str, ...] = (
     "context_id",
 )
 
+# What describes a task beyond its name, type and times: its tensors (shapes, data types,
+# formats), state, block dims, HF32 and context. No figure of time is computed from them, and
+# they are over a third of a tasks frame's memory: a command that only counts time can leave
+# them out (`open_profile(details=False)`). The rules read some (block dims, shapes).
+DETAIL_COLUMNS: tuple[str, ...] = (
+    "input_shapes", "input_dtypes", "input_formats", "output_shapes", "output_dtypes",
+    "output_formats", "op_state", "block_num", "mix_block_num", "hf32_eligible", "context_id",
+)
+
 TASK_SCHEMA: dict[str, pl.DataType] = {
     **{c.name: c.dtype for c in TASK_COLUMNS},
     "is_aclnn": pl.Boolean(),

@@ -13,7 +13,7 @@ import csv
 import io
 import re
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -165,8 +165,11 @@ def match_columns(
     return matched, extra
 
 
-def _csv(source: Path | io.BytesIO, schema: dict[str, pl.DataType], header: bool = True) -> pl.DataFrame:
-    """The file with every NULL_VALUES cell null.
+def _csv(
+    source: Path | io.BytesIO, schema: dict[str, pl.DataType], header: bool = True, columns: Columns = None
+) -> pl.DataFrame:
+    """The file with every NULL_VALUES cell null (only the `columns` at those positions, when
+    given: the others are not parsed at all).
 
     The reader is given only `N/A` (the one msprof writes; every null value given costs a
     comparison per cell, ~15% of the read for the five): a number column holding another
@@ -174,11 +177,11 @@ def _csv(source: Path | io.BytesIO, schema: dict[str, pl.DataType], header: bool
     one are made null afterwards, as the reader would have.
     """
     try:
-        df = _read_csv(source, schema, [_NA], header)
+        df = _read_csv(source, schema, [_NA], header, columns)
     except pl.exceptions.ComputeError:
         if isinstance(source, io.BytesIO):
             source.seek(0)
-        return _read_csv(source, schema, list(NULL_VALUES), header)
+        return _read_csv(source, schema, list(NULL_VALUES), header, columns)
     text = [name for name, dtype in df.schema.items() if dtype == pl.String]
     if not text:
         return df
@@ -192,14 +195,19 @@ def _csv(source: Path | io.BytesIO, schema: dict[str, pl.DataType], header: bool
 
 _NA = "N/A"
 
+# Positions of the header's columns to parse (ascending), or None for all of them.
+Columns = list[int] | None
+
 
 def _read_csv(
-    source: Path | io.BytesIO, schema: dict[str, pl.DataType], nulls: list[str], header: bool = True
+    source: Path | io.BytesIO, schema: dict[str, pl.DataType], nulls: list[str], header: bool = True,
+    columns: Columns = None,
 ) -> pl.DataFrame:
     """The CSV text under its header line, or without one (a piece) named by `schema`."""
     return pl.read_csv(
         source,
         has_header=header,
+        columns=columns,
         schema_overrides=schema if header else None,
         schema=None if header else schema,
         infer_schema=False,
@@ -212,7 +220,7 @@ def _read_csv(
 
 
 def _in_pieces(
-    path: Path, schema: dict[str, pl.DataType], hook: BytesHook | None, piece_bytes: int
+    path: Path, schema: dict[str, pl.DataType], hook: BytesHook | None, piece_bytes: int, columns: Columns = None
 ) -> pl.DataFrame:
     """`_csv` of the file, from pieces of ~`piece_bytes` cut after a line end, each parsed
     as those lines under the header; `hook(bytes_read)` runs after each piece.
@@ -224,9 +232,9 @@ def _in_pieces(
     that follow see what they always saw.
     """
     size = path.stat().st_size
-    frames = _pieces(path, schema, hook, piece_bytes) if size >= 2 * piece_bytes else None
+    frames = _pieces(path, schema, hook, piece_bytes, columns) if size >= 2 * piece_bytes else None
     if frames is None:
-        frame = _csv(path, schema)
+        frame = _csv(path, schema, columns=columns)
         if hook is not None:
             hook(size)
         return frame
@@ -234,7 +242,7 @@ def _in_pieces(
 
 
 def _pieces(
-    path: Path, schema: dict[str, pl.DataType], hook: BytesHook | None, piece_bytes: int
+    path: Path, schema: dict[str, pl.DataType], hook: BytesHook | None, piece_bytes: int, columns: Columns = None
 ) -> list[pl.DataFrame] | None:
     """The frames of the file's pieces, in order, or None when the reader refused one.
 
@@ -261,7 +269,7 @@ def _pieces(
                     fh.readline()
                     end = min(fh.tell(), size)
                     fh.seek(start)
-                    pending.append((pool.submit(_piece, fh.read(end - start), schema), end))
+                    pending.append((pool.submit(_piece, fh.read(end - start), schema, columns), end))
                     start = end
                 future, end = pending.popleft()
                 frame = future.result()
@@ -278,9 +286,9 @@ def _pieces(
 _PIECES_AT_ONCE = 2
 
 
-def _piece(data: bytes, schema: dict[str, pl.DataType]) -> pl.DataFrame | None:
+def _piece(data: bytes, schema: dict[str, pl.DataType], columns: Columns = None) -> pl.DataFrame | None:
     try:
-        return _csv(io.BytesIO(data), schema, header=False)
+        return _csv(io.BytesIO(data), schema, header=False, columns=columns)
     except pl.exceptions.PolarsError:
         return None
 
@@ -293,20 +301,21 @@ def _read_one(
     tail: list[str],
     hook: BytesHook | None = None,
     piece_bytes: int = PIECE_BYTES,
+    columns: Columns = None,
 ) -> pl.DataFrame:
     try:
-        df = _in_pieces(path, schema, hook, piece_bytes)
+        df = _in_pieces(path, schema, hook, piece_bytes, columns)
     except pl.exceptions.ComputeError as exc:
         # A row with fewer fields shifts its values left: the first symptom is often a
         # text value in a numeric column. Look for such rows before blaming the value.
         short = short_lines(path, len(header))
         if short:
-            return _without(path, header, schema, short, rows)
+            return _without(path, header, schema, short, rows, columns)
         raise _compute_error(path, header, exc) from None
     if _suspect_short(df, tail) and _fewer_fields(path, df, len(header)):
         short = short_lines(path, len(header))
         if short:
-            return _without(path, header, schema, short, rows)
+            return _without(path, header, schema, short, rows, columns)
     return df
 
 
@@ -396,7 +405,8 @@ class RowPolicy:
 
 
 def _without(
-    path: Path, header: list[str], schema: dict[str, pl.DataType], short: list[int], rows: RowPolicy
+    path: Path, header: list[str], schema: dict[str, pl.DataType], short: list[int], rows: RowPolicy,
+    columns: Columns = None,
 ) -> pl.DataFrame:
     shown = ", ".join(str(n) for n in short[:5]) + (", ..." if len(short) > 5 else "")
     if rows.strict:
@@ -413,7 +423,7 @@ def _without(
     with open(path, "rb") as fh:
         kept = [line for no, line in enumerate(fh, start=1) if no not in drop]
     try:
-        return _csv(io.BytesIO(b"".join(kept)), schema)
+        return _csv(io.BytesIO(b"".join(kept)), schema, columns=columns)
     except pl.exceptions.ComputeError as exc:
         raise _compute_error(path, header, exc) from None
 
@@ -421,22 +431,44 @@ def _without(
 def _read_polars(
     paths: Sequence[Path], header: list[str], schema: dict[str, pl.DataType], rows: RowPolicy,
     extra: list[str], hook: BytesHook | None = None, piece_bytes: int = PIECE_BYTES,
+    parsed: set[str] | None = None,
 ) -> pl.DataFrame:
-    # The cells a short row would shift into: the PMU block before the last column, else the
-    # one column before it.
-    block = [n for n in extra if n != header[-1]] if header[-1] in extra else []
-    tail = block if block else header[-2:-1]
+    """The files' cells as `schema` types: every column, or those named in `parsed` (the last
+    column and the few `_tail` gives are always parsed: the check for short rows reads them)."""
+    tail = _tail(header, extra, parsed)
+    columns = None
+    if parsed is not None:
+        wanted = parsed | set(tail) | {header[-1]}
+        columns = [i for i, name in enumerate(header) if name in wanted]
     frames = []
     before = 0  # bytes of the slices read before this one
     for path in paths:
         this = None if hook is None else partial(_after, hook, before)
         try:
             with reading(path):
-                frames.append(_read_one(path, header, schema, rows, tail, this, piece_bytes))
+                frames.append(_read_one(path, header, schema, rows, tail, this, piece_bytes, columns))
                 before += path.stat().st_size
         except pl.exceptions.NoDataError:
             raise ProfileError(f"{path}: the file is empty; re-export the profile with msprof") from None
     return pl.concat(frames, how="vertical", rechunk=False) if len(frames) > 1 else frames[0]
+
+
+def _tail(header: list[str], extra: list[str], parsed: set[str] | None) -> list[str]:
+    """The cells a short row would shift into: the PMU block before the last column, else the
+    one column before it.
+
+    When only some columns are parsed (`parsed`), three columns of the block stand for it (its
+    first, middle and next-to-last): parsing the whole block would cost what leaving it out
+    saves. A short row whose shifted values are null in those three but not elsewhere in the
+    block is then not noticed (its row is kept as parsed); within an msprof block, cells are
+    null together (AI_CPU and communication tasks) or not at all.
+    """
+    block = [n for n in extra if n != header[-1]] if header[-1] in extra else []
+    if not block:
+        return header[-2:-1]
+    if parsed is None or len(block) <= 3:
+        return block
+    return sorted({block[0], block[len(block) // 2], block[-1]}, key=block.index)
 
 
 def _after(hook: BytesHook, before: int, read: int) -> None:
@@ -516,11 +548,16 @@ def read_table(
     rows: RowPolicy | None = None,
     hook: BytesHook | None = None,
     piece_bytes: int = PIECE_BYTES,
+    keep_extra: Callable[[list[str]], list[str]] | None = None,
+    skip: Collection[str] = (),
 ) -> tuple[pl.DataFrame, list[str]]:
     """Read one logical table (slices concatenated in order) into canonical columns.
 
     Returns the frame and the names of the extra (unknown) headers that were kept as Float64
     (PMU counters) when `extra_as_float` is set; otherwise extra headers are dropped.
+    `keep_extra(extra)`, when given, picks the extra headers to keep (stripped names): the
+    others are not even parsed (the PMU block is two thirds of a 2M-row op_summary).
+    `skip` names canonical columns not to parse: the frame does not have them.
     `hook(bytes)` is called after each piece of ~`piece_bytes` (and once per smaller file)
     with the bytes read over all the slices, scaled to the parse's share of the work, then
     between the conversions and checks that follow (up to 95% of the bytes); whatever it
@@ -537,6 +574,7 @@ def read_table(
             )
         _check_body(path, header)
     matched, extra = match_columns(paths[0], header, specs, what)
+    wanted = {name: spec for name, spec in matched.items() if spec.name not in skip}
     schema: dict[str, pl.DataType] = {}
     for name in header:
         spec = matched.get(name)
@@ -556,10 +594,18 @@ def read_table(
             hook(size * percent // 100)
 
     parse = None if hook is None else partial(_scaled, hook, _PARSE_PERCENT)
-    df = _read_polars(paths, header, schema, rows if rows is not None else RowPolicy(), extra, parse, piece_bytes)
+    kept_extra = [name for name in extra if name.strip()] if extra_as_float else []
+    parsed = None
+    if keep_extra is not None or len(wanted) < len(matched):
+        chosen = set(keep_extra([name.strip() for name in kept_extra])) if keep_extra is not None else None
+        kept_extra = [name for name in kept_extra if chosen is None or name.strip() in chosen]
+        parsed = set(wanted) | set(kept_extra)
+    matched = wanted
+    df = _read_polars(
+        paths, header, schema, rows if rows is not None else RowPolicy(), extra, parse, piece_bytes, parsed
+    )
     times = {name: spec for name, spec in matched.items() if spec.kind in ("start", "time")}
     exprs = [_cast(spec, name) for name, spec in matched.items() if name not in times]
-    kept_extra = [name for name in extra if name.strip()] if extra_as_float else []
     exprs += [pl.col(name).alias(name.strip()) for name in kept_extra]
     time_cols = [
         times_to_ns(df[name], START_UNITS[name.strip()]).alias(spec.name) for name, spec in times.items()

@@ -82,6 +82,16 @@ def _nothing() -> None:
     pass
 
 
+def with_task_columns(df: pl.DataFrame) -> pl.DataFrame:
+    """A tasks frame some canonical columns were left out of, with them back as typed nulls
+    in their place (a null column costs no memory), so every consumer sees one shape."""
+    missing = [name for name in TASK_ORDER if name not in df.columns]
+    if not missing:
+        return df
+    filled = df.with_columns(pl.lit(None, dtype=TASK_SCHEMA[name]).alias(name) for name in missing)
+    return filled.select([*TASK_ORDER, *[c for c in df.columns if c not in TASK_ORDER]])
+
+
 def is_communication() -> pl.Expr:
     """Task rows that are collectives (not compute): msprof leaves them out of op_statistic."""
     return pl.col("task_type").is_in(COMMUNICATION_TASK_TYPES).fill_null(False)

@@ -16,6 +16,7 @@ import polars as pl
 from .cache import FrameCache, Schema, including
 from .columns import (
     COMMUNICATION_TASK_TYPES,
+    DETAIL_COLUMNS,
     EVENT_SCHEMA,
     STAT_COLUMNS,
     STAT_SCHEMA,
@@ -27,7 +28,14 @@ from .columns import (
 )
 from .csv_table import PIECE_BYTES, BytesHook, RowPolicy, read_header, read_table
 from .errors import ProfileError
-from .frames import canonical_statistic, canonical_tasks, derive_statistic, empty_statistic, empty_tasks
+from .frames import (
+    canonical_statistic,
+    canonical_tasks,
+    derive_statistic,
+    empty_statistic,
+    empty_tasks,
+    with_task_columns,
+)
 from .layout import Capture, Layout, Source, discover
 from .sanity import card_checks, outlying_events, statistic_problem, time_problem
 from .timeline import read_timeline
@@ -179,6 +187,7 @@ def open_profile(
     source: SourceChoice = "auto",
     piece_bytes: int = PIECE_BYTES,
     batch_rows: int | None = None,
+    details: bool = True,
 ) -> Profile:
     """Discover and parse one capture (the newest unless `capture` names one).
 
@@ -186,6 +195,11 @@ def open_profile(
     reported): on 2M rows they are ~400 MB. `pmu="ratios"` keeps only the pipe ratio columns
     (`*_ratio`), what the bound type of an op type is computed from (the explorer: its
     findings and op statistics name the same bound as the report's).
+    `details=False` leaves the columns that describe a task beyond its name, type and times
+    (DETAIL_COLUMNS: tensors, state, block dims) null: a command that only counts time
+    (inspect) reads over a third less. Both read
+    only those columns of a cache entry, and with the cache off the CSV columns left out are
+    not parsed; with the cache on, a new entry still holds every column.
     `strict=True` refuses a file with damaged rows instead of skipping them with a note.
     `source` picks the text or the db export when a capture has both (`auto`: the db, as
     Huawei's own analysers do); the other is never read.
@@ -200,10 +214,15 @@ def open_profile(
 
     def task_columns(names: list[str]) -> list[str]:
         seen_pmu.update((n, None) for n in names if n not in TASK_ORDER)
-        if pmu is True:
-            return names
         ratios = pmu == "ratios"
-        return [n for n in names if n in TASK_ORDER or (ratios and n.endswith("_ratio"))]
+        return [
+            n for n in names
+            if (details or n not in DETAIL_COLUMNS)
+            and (pmu is True or n in TASK_ORDER or (ratios and n.endswith("_ratio")))
+        ]
+
+    # What a tasks entry must hold to be used: the canonical columns this open reads.
+    task_schema = including({n: t for n, t in empty_tasks().schema.items() if details or n not in DETAIL_COLUMNS})
 
     root = Path(path).expanduser()
     captures = discover(root)
@@ -254,7 +273,7 @@ def open_profile(
         if src.db is not None:
             bytes_hook = within((src.db,), "db export")
             rows_hook = None if bytes_hook is None else partial(_rows_as_bytes, bytes_hook, files_size((src.db,)))
-            read = _read_db_cached(cache, src, task_columns, timeline, rows_hook, batch_rows)
+            read = _read_db_cached(cache, src, task_columns, timeline, rows_hook, batch_rows, task_schema)
             advance((src.db,), "db export")
             tasks_parts.append(read.tasks)
             tasks_from = "db"
@@ -287,9 +306,15 @@ def open_profile(
                 event_parts.append(events)
             advance(src.timeline, "timeline")
         if src.tasks:
-            read_tasks = partial(_read_tasks, src, hook=within(src.tasks, "op summary"), piece_bytes=piece_bytes)
+            # With no cache to fill, the columns not asked for are not even parsed.
+            light = not cache.enabled and (pmu is not True or not details)
+            read_tasks = partial(
+                _read_tasks, src, hook=within(src.tasks, "op summary"), piece_bytes=piece_bytes,
+                keep_extra=task_columns if light else None, skip=() if details or not light else DETAIL_COLUMNS,
+            )
             tasks = _cached_table(
                 cache, "tasks", src.tasks, read_tasks, src.card, strict, parse_notes, columns=task_columns,
+                schema=task_schema,
             )
             tasks_from = "op_summary"
             advance(src.tasks, "op summary")
@@ -334,7 +359,7 @@ def open_profile(
             read_steps = partial(_read_steps, src, hook=within(src.steps, "step trace"), piece_bytes=piece_bytes)
             step_parts.append(_cached_table(cache, "steps", src.steps, read_steps, src.card, strict, parse_notes))
             advance(src.steps, "step trace")
-    tasks = _concat(tasks_parts) if tasks_parts else empty_tasks()
+    tasks = with_task_columns(_concat(tasks_parts)) if tasks_parts else empty_tasks()
     stat = _concat(stat_parts) if stat_parts else empty_statistic()
     events = _concat(event_parts) if event_parts else None
     if tasks.height == 0 and stat.height == 0 and (events is None or events.height == 0):
@@ -442,12 +467,13 @@ def _cached_table(
     strict: bool,
     notes: list[str],
     columns: Callable[[list[str]], list[str]] | None = None,
+    schema: Schema | None = None,
 ) -> pl.DataFrame:
     """A CSV table through the cache, with the notes its parse left (damaged rows) kept
     beside it, so a cached reopen says the same and `strict` refuses the same files."""
     policy = RowPolicy(strict=strict)
     frame = cache.load_or_build(
-        kind, paths, partial(read, policy), card, columns=columns, schema=_TABLE_SCHEMAS.get(kind),
+        kind, paths, partial(read, policy), card, columns=columns, schema=schema or _TABLE_SCHEMAS.get(kind),
     )
     if cache.enabled:
         built = list(policy.notes)
@@ -484,6 +510,7 @@ def _read_db_cached(
     timeline: bool,
     hook: Callable[[int, int], None] | None = None,
     batch_rows: int | None = None,
+    task_schema: Schema | None = None,
 ) -> _DbFrames:
     """The frames of a db export, each cached on its own, read from SQLite at most once."""
     from .db import BATCH_ROWS, read_db  # SQLite is only opened for db exports
@@ -499,7 +526,7 @@ def _read_db_cached(
 
     tasks = cache.load_or_build(
         "db_tasks", (db_path,), lambda: export().tasks, src.card, columns=columns,
-        schema=including(empty_tasks().schema),
+        schema=task_schema or including(empty_tasks().schema),
     )
     events = None
     if timeline:
@@ -541,11 +568,13 @@ def _concat(frames: list[pl.DataFrame]) -> pl.DataFrame:
 
 
 def _read_tasks(
-    src: Source, rows: RowPolicy, hook: BytesHook | None = None, piece_bytes: int = PIECE_BYTES
+    src: Source, rows: RowPolicy, hook: BytesHook | None = None, piece_bytes: int = PIECE_BYTES,
+    keep_extra: Callable[[list[str]], list[str]] | None = None,
+    skip: Sequence[str] = (),
 ) -> pl.DataFrame:
     df, pmu = read_table(
         src.tasks, TASK_COLUMNS, what="op_summary / kernel_details", extra_as_float=True, rows=rows,
-        hook=hook, piece_bytes=piece_bytes,
+        hook=hook, piece_bytes=piece_bytes, keep_extra=keep_extra, skip=skip,
     )
     return canonical_tasks(df, card=src.card, pmu=pmu)
 

@@ -33,6 +33,7 @@ from unpriv import (  # noqa: F401 - fixtures
 
 from npuscope.parsers import FrameCache, open_profile
 from npuscope.parsers.cache import _KEY, default_dir
+from npuscope.parsers.training import VIEWS
 
 MSOUT = "mindstudio_profiler_output"
 OP_SUMMARY = "op_summary_20240605100000.csv"
@@ -363,7 +364,8 @@ def test_cli_no_cache_writes_nothing(golden, tmp_path):
     # Control: the same command without --no-cache does write the entries.
     proc = _cli([golden], cache, tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert_only_complete_entries(cache, ENTRIES)
+    # inspect also keeps the training-level views it lists: one entry each and one of notes.
+    assert_only_complete_entries(cache, ENTRIES + len(VIEWS) + 1)
     assert snapshot(golden) == before
 
 

@@ -24,6 +24,7 @@ class Explorer(Protocol):
     thresholds: Thresholds
     cluster: Any  # the ClusterSummary of the open cluster, or None
     rank: str | None  # the cluster's rank the main screen shows, or None
+    use_cache: bool  # frames and views go through the cache (not --no-cache)
 
 
 def explorer(app: App[Any]) -> Explorer:

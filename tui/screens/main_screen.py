@@ -45,8 +45,9 @@ from npuscope.analysis.totals import card_summary, op_type_count
 from npuscope.analysis.training_rules import training_findings
 from npuscope.analysis.training_tables import card_step_windows, step_marks
 from npuscope.analysis.wait_evidence import wait_evidence
-from npuscope.parsers import Profile, ProfileError
-from npuscope.parsers.training import TrainingViews, read_training_views
+from npuscope.parsers import FrameCache, Profile, ProfileError
+from npuscope.parsers.training import TrainingViews
+from npuscope.parsers.views_cache import cached_training_views
 
 from ..explorer import explorer
 from ..format import human_us
@@ -397,7 +398,10 @@ class MainScreen(Screen):
     def _read_views(self, profile: Profile, diagnosis: Diagnosis) -> None:
         app = explorer(self.app)
         try:
-            views = read_training_views(profile, strict=app.read.strict)
+            # A rank of a cluster: beside its frames, where the cluster's parse put them.
+            root = app.cluster.cache_root if app.cluster is not None and app.rank is not None else None
+            cache = FrameCache(root, enabled=app.use_cache)
+            views = cached_training_views(profile, cache, strict=app.read.strict)
             windows = card_step_windows(profile)
         except ProfileError as exc:
             self.app.call_from_thread(self._views_failed, profile, str(exc))
