@@ -43,11 +43,16 @@ from .db import _Cards, _check_file, _Db, _keep_valid, _q, _select, _sqlite_erro
 from .frames import ns_to_us
 from .steps import STEP_TRACE_TIME_TABLE
 from .training_files import (
+    by_cards,
+    card_order,
     check_frame_numbers,
+    collect,
     conform,
+    conformed,
     damaged,
     normalise_op_types,
     number,
+    op_type_mapping,
     sort_cards,
 )
 
@@ -184,44 +189,62 @@ def _gbps(size: str, time: str) -> pl.Expr:
     return pl.when(pl.col(time) > 0).then(pl.col(size) / (pl.col(time) / 1000.0)).alias("bandwidth_gbps")
 
 
-def _data_rows(bw: pl.DataFrame) -> pl.DataFrame:
+def _data_rows(bw: pl.LazyFrame) -> pl.LazyFrame:
     """Per op, the transports that count for its data size: SDMA (or its links when there is
     no SDMA row) and RDMA; never LOCAL."""
     has_sdma = (pl.col("transport") == "SDMA").any().over("card", "op_name")
     return bw.filter((pl.col("transport") != LOCAL) & ~(has_sdma & pl.col("transport").is_in(SDMA_LINKS)))
 
 
+def _view(
+    frame: pl.LazyFrame, cards: pl.Series, schema: dict[str, pl.DataType], *by: str, descending: bool = False
+) -> pl.DataFrame:
+    """`frame` conformed to `schema` and sorted as sort_cards sorts it, in one query (`cards`:
+    the card column it was made from)."""
+    out = frame.select(conformed(frame.collect_schema().names(), schema))
+    return collect(by_cards(out, card_order(cards), *by, descending=descending))
+
+
 def communication_view(times: pl.DataFrame, bw: pl.DataFrame | None, source: str) -> pl.DataFrame:
     """Per card and op: count, elapse, transit, wait, sync, data size and its bandwidth."""
-    per_op = times.group_by("card", "op_name").agg(
-        pl.len().cast(pl.Int64).alias("count"),
-        pl.col("elapse_us").sum().alias("total_us"),
-        *(_sum_or_null(c) for c in ("transit_us", "wait_us", "sync_us")),
+    per_op = (
+        times.lazy()
+        .group_by("card", "op_name")
+        .agg(
+            pl.len().cast(pl.Int64).alias("count"),
+            pl.col("elapse_us").sum().alias("total_us"),
+            *(_sum_or_null(c) for c in ("transit_us", "wait_us", "sync_us")),
+        )
     )
     if bw is not None and bw.height:
         data = (
-            _data_rows(bw)
+            _data_rows(bw.lazy())
             .group_by("card", "op_name")
             .agg(pl.col("size_mb").sum(), pl.col("time_us").sum().alias("_data_us"))
         )
         per_op = per_op.join(data, on=["card", "op_name"], how="left").with_columns(_gbps("size_mb", "_data_us"))
+    mapping = op_type_mapping(times["op_name"])
     out = per_op.with_columns(
-        normalise_op_types(per_op["op_name"]).fill_null(UNKNOWN).alias("op_type"),
+        pl.col("op_name")
+        .replace_strict(mapping, default=None, return_dtype=pl.String)
+        .fill_null(UNKNOWN)
+        .alias("op_type"),
         pl.lit(source).alias("source"),
     )
-    return sort_cards(conform(out, COMMUNICATION_SCHEMA), "total_us", descending=True)
+    return _view(out, times["card"], COMMUNICATION_SCHEMA, "total_us", descending=True)
 
 
 def bandwidth_view(bw: pl.DataFrame, source: str) -> pl.DataFrame:
     """Per card and transport: data moved, transfer time, bandwidth (LOCAL left out)."""
     per = (
-        bw.filter(pl.col("transport") != LOCAL)
+        bw.lazy()
+        .filter(pl.col("transport") != LOCAL)
         .group_by("card", "transport")
         .agg(pl.col("size_mb").sum(), pl.col("time_us").sum())
         .filter((pl.col("size_mb") > 0) | (pl.col("time_us") > 0))
     )
     out = per.with_columns(_gbps("size_mb", "time_us"), pl.lit(source).alias("source"))
-    return sort_cards(conform(out, BANDWIDTH_SCHEMA), "transport")
+    return _view(out, bw["card"], BANDWIDTH_SCHEMA, "transport")
 
 
 def links_view(matrix: pl.DataFrame, source: str) -> pl.DataFrame:
@@ -232,12 +255,12 @@ def links_view(matrix: pl.DataFrame, source: str) -> pl.DataFrame:
     """
     totals = pl.col("entry").str.ends_with("-total").fill_null(False)
     has_total = totals.any().over("card", "group")
-    kept = matrix.filter(~has_total | totals)
+    kept = matrix.lazy().filter(~has_total | totals)
     per = kept.group_by("card", "group", "src", "dst", "transport").agg(
         pl.col("size_mb").sum(), pl.col("time_us").sum()
     )
     out = per.with_columns(_gbps("size_mb", "time_us"), pl.lit(source).alias("source"))
-    return sort_cards(conform(out, LINKS_SCHEMA), "group", "src", "dst", "transport")
+    return _view(out, matrix["card"], LINKS_SCHEMA, "group", "src", "dst", "transport")
 
 
 # --------------------------------------------------------------------------- communication.json

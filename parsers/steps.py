@@ -30,7 +30,18 @@ import polars as pl
 
 from .columns import COMMUNICATION_TASK_TYPES, ColumnSpec
 from .csv_table import RowPolicy, read_table
-from .training_files import check_frame_numbers, conform, damaged, sort_cards, step_number
+from .training_files import (
+    by_cards,
+    card_order,
+    check_frame_numbers,
+    collect,
+    conform,
+    conformed,
+    damaged,
+    number_clips,
+    sort_cards,
+    step_number,
+)
 
 STEPS_SCHEMA: dict[str, pl.DataType] = {
     "card": pl.String(),
@@ -105,9 +116,11 @@ def empty_steps() -> pl.DataFrame:
     return pl.DataFrame(schema=STEPS_SCHEMA)
 
 
-def _finish(df: pl.DataFrame, source: str) -> pl.DataFrame:
-    """Fill what a source leaves out (the step time, one of the communication figures)."""
-    df = df.with_columns(
+def _finish(df: pl.DataFrame | pl.LazyFrame, source: str, order: list[str] | None = None) -> pl.DataFrame:
+    """Fill what a source leaves out (the step time, one of the communication figures).
+    `order`: the cards of `df` in card order, when the caller knows them (a lazy `df`)."""
+    lazy = df.lazy()
+    lazy = lazy.with_columns(
         pl.coalesce(pl.col("communication_us"), pl.col("comm_not_overlapped_us") + pl.col("overlapped_us")).alias(
             "communication_us"
         ),
@@ -119,7 +132,10 @@ def _finish(df: pl.DataFrame, source: str) -> pl.DataFrame:
         (pl.col("compute_us") + pl.col("comm_not_overlapped_us") + pl.col("free_us")).alias("step_us"),
         pl.lit(source).alias("source"),
     )
-    return sort_cards(conform(df, STEPS_SCHEMA), "step")
+    lazy = lazy.select(conformed(lazy.collect_schema().names(), STEPS_SCHEMA))
+    if order is None:
+        return sort_cards(collect(lazy), "step")
+    return collect(by_cards(lazy, order, "step"))
 
 
 def _steps_of(labels: pl.Series, path: Path) -> pl.Series:
@@ -140,12 +156,16 @@ def read_step_trace_time(paths: tuple[Path, ...], card: str | None, rows: RowPol
     df, _ = read_table(paths, STEP_TRACE_TIME_COLUMNS, what="step_trace_time", extra_as_float=False, rows=rows)
     if "overlapped_us" not in df.columns and "communication_us" not in df.columns:
         raise damaged(paths[0], "neither Overlapped nor Communication is there")
-    df = check_frame_numbers(df, _TIMES, paths[0], "step_trace_time")
+    clips = number_clips(df, _TIMES, paths[0], "step_trace_time")
     steps = _steps_of(df["step"], paths[0]) if "step" in df.columns else pl.Series("step", [None] * df.height, pl.Int64)
-    df = df.with_columns(steps)
+    lazy = df.lazy().with_columns(clips).with_columns(steps) if clips else df.lazy().with_columns(steps)
     if card is not None or "card" not in df.columns:
-        df = df.with_columns(pl.lit(card or "0", dtype=pl.String).alias("card"))
-    return _finish(df, paths[0].name)
+        label = card or "0"
+        lazy = lazy.with_columns(pl.lit(label, dtype=pl.String).alias("card"))
+        order = [label] if df.height else []
+    else:
+        order = card_order(df["card"])
+    return _finish(lazy, paths[0].name, order)
 
 
 def read_step_trace_table(frame: pl.DataFrame, card: str, path: Path) -> pl.DataFrame:

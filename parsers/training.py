@@ -58,7 +58,7 @@ from .memory_views import (
 )
 from .profile import Profile
 from .steps import STEPS_SCHEMA, derive_steps, overlap_steps, read_step_trace_table, read_step_trace_time, step_windows
-from .training_files import DB, TEXT, Place, Reading, load_json_object, places, sort_cards
+from .training_files import DB, TEXT, Place, Reading, distinct, load_json_object, places, sort_cards
 
 VIEWS = ("steps", "communication", "bandwidth", "links", "host_api", "memory", "memory_top_ops", "memory_curve")
 
@@ -129,14 +129,14 @@ class _Run:
         if frame is None or frame.height == 0:
             return False
         self.parts[view].append(frame)
-        for source in frame["source"].unique(maintain_order=True).to_list():
+        for source in distinct(frame["source"]):
             entry = f"{view}: {source}"
             if entry not in self.found:
                 self.found.append(entry)
         return True
 
     def covered(self, view: str) -> set[str]:
-        return {c for f in self.parts[view] for c in f["card"].unique().to_list()}
+        return {c for f in self.parts[view] for c in distinct(f["card"])}  # type: ignore[misc]
 
 
 # --------------------------------------------------------------------------- file sources
@@ -486,6 +486,9 @@ def read_training_views(profile: Profile, *, strict: bool = False) -> TrainingVi
     frames: dict[str, pl.DataFrame] = {}
     for view in VIEWS:
         parts = run.parts[view]
+        if len(parts) == 1 and view in _SORTED_BY_READERS:
+            frames[view] = parts[0]
+            continue
         frame = pl.concat(parts, how="vertical") if parts else pl.DataFrame(schema=SCHEMAS[view])
         frames[view] = _sorted(view, frame)
     return TrainingViews(**frames, found=tuple(run.found), notes=tuple(run.reading.notes))
@@ -501,6 +504,11 @@ _ORDER: dict[str, tuple[tuple[str, ...], bool]] = {
     "memory_top_ops": (("size_mb",), True),
     "memory_curve": (("ts_ns",), False),
 }
+
+
+# Views whose every reader (steps.py, communication.py) returns its rows in the order of
+# _ORDER already: one part needs no sort again.
+_SORTED_BY_READERS = frozenset(("steps", "communication", "bandwidth", "links"))
 
 
 def _sorted(view: str, frame: pl.DataFrame) -> pl.DataFrame:

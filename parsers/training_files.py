@@ -217,31 +217,86 @@ def _shown(value: object) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+def _bad_number(c: str) -> pl.Expr:
+    col = pl.col(c)
+    return (~col.is_finite() | (col.abs() > MAX_NUMBER) | (col < -_NEGATIVE_SLACK)).fill_null(False)
+
+
+def number_clips(frame: pl.DataFrame, columns: Iterable[str], path: Path, what: str) -> list[pl.Expr]:
+    """Refuse NaN, inf, absurd and negative values in numeric columns (the first bad column
+    and row named); the expressions that clip their tiny negatives, for the caller to apply."""
+    cols = [c for c in columns if c in frame.columns]
+    if not cols:
+        return []
+    try:  # one pass over every column; the error names the first bad one, as column by column
+        hits = frame.select(_bad_number(c).any().alias(str(i)) for i, c in enumerate(cols)).row(0)
+    except pl.exceptions.PolarsError:
+        hits = (True,) * len(cols)  # a column that is no number: found (and said) below
+    for c, hit in zip(cols, hits):
+        if not hit:
+            continue
+        bad = _bad_number(c)
+        at, found = frame.select(bad.arg_max().alias("at"), bad.any().alias("any")).row(0)
+        if found:
+            raise damaged(path, f"{what}: {c} holds {frame[c][at]!r} on row {at + 1}, not a usable number")
+    return [pl.col(c).clip(lower_bound=0.0) for c in cols]
+
+
 def check_frame_numbers(frame: pl.DataFrame, columns: Iterable[str], path: Path, what: str) -> pl.DataFrame:
     """Refuse NaN, inf, absurd and negative values in numeric columns; clip tiny negatives."""
-    cols = [c for c in columns if c in frame.columns]
-    for c in cols:
-        col = pl.col(c)
-        bad = (~col.is_finite() | (col.abs() > MAX_NUMBER) | (col < -_NEGATIVE_SLACK)).fill_null(False)
-        hit = frame.select(bad.arg_max().alias("at"), bad.any().alias("any")).row(0)
-        if hit[1]:
-            raise damaged(path, f"{what}: {c} holds {frame[c][hit[0]]!r} on row {hit[0] + 1}, not a usable number")
-    return frame.with_columns(pl.col(c).clip(lower_bound=0.0) for c in cols) if cols else frame
+    clips = number_clips(frame, columns, path, what)
+    return frame.with_columns(clips) if clips else frame
 
 
 def card_key(card: str) -> tuple[int, int | str]:
     return (0, int(card)) if card.isascii() and card.isdigit() else (1, card)
 
 
-def sort_cards(frame: pl.DataFrame, *by: str, descending: bool = False) -> pl.DataFrame:
-    """Rows in card order (numbers as numbers, `host` last), then by `by`."""
-    if frame.height == 0:
-        return frame
-    order = sorted(frame["card"].unique().to_list(), key=card_key)
+SMALL_ROWS = 4096
+"""Up to this many rows a column's distinct values are found in Python: a polars query costs
+more on a few rows (a rank of a cluster reads dozens of such frames)."""
+
+
+def distinct(values: pl.Series) -> list[object]:
+    """The distinct values of a column, in order of first appearance."""
+    if values.len() <= SMALL_ROWS:
+        return list(dict.fromkeys(values.to_list()))
+    out: list[object] = values.unique(maintain_order=True).to_list()
+    return out
+
+
+def card_order(cards: pl.Series) -> list[str]:
+    """The distinct cards of a column in card order (numbers as numbers, `host` last)."""
+    return sorted(distinct(cards), key=card_key)  # type: ignore[arg-type]
+
+
+def collect(frame: pl.LazyFrame) -> pl.DataFrame:
+    """A query run as polars runs an eager operation: in memory, the plan as written. The
+    default engine's start-up (streaming, with the optimiser) costs ~0.7 ms a query, more
+    than the whole query on the few rows of a view."""
+    return frame.collect(engine="in-memory", optimizations=pl.QueryOptFlags.none(simplify_expression=True))
+
+
+def by_cards(frame: pl.LazyFrame, order: list[str], *by: str, descending: bool = False) -> pl.LazyFrame:
+    """`frame` sorted as sort_cards sorts it, `order` holding (at least) its cards in card order."""
+    if len(order) <= 1:
+        if not by:
+            return frame
+        return frame.sort(list(by), descending=[descending] * len(by), nulls_last=True, maintain_order=True)
     rank = pl.col("card").replace_strict(order, list(range(len(order))), return_dtype=pl.Int64)
     keys: list[pl.Expr] = [rank, *(pl.col(b) for b in by)]
     desc = [False, *([descending] * len(by))]
     return frame.sort(keys, descending=desc, nulls_last=True, maintain_order=True)
+
+
+def sort_cards(frame: pl.DataFrame, *by: str, descending: bool = False) -> pl.DataFrame:
+    """Rows in card order (numbers as numbers, `host` last), then by `by`."""
+    if frame.height == 0:
+        return frame
+    order = card_order(frame["card"])
+    if len(order) <= 1 and not by:
+        return frame
+    return collect(by_cards(frame.lazy(), order, *by, descending=descending))
 
 
 def empty(schema: dict[str, pl.DataType]) -> pl.DataFrame:
@@ -250,9 +305,13 @@ def empty(schema: dict[str, pl.DataType]) -> pl.DataFrame:
 
 def conform(frame: pl.DataFrame, schema: dict[str, pl.DataType]) -> pl.DataFrame:
     """`frame` with exactly the schema's columns, in order, typed (missing ones null)."""
-    return frame.select(
-        [(pl.col(c) if c in frame.columns else pl.lit(None)).cast(t).alias(c) for c, t in schema.items()]
-    )
+    return frame.select(conformed(frame.columns, schema))
+
+
+def conformed(columns: Iterable[str], schema: dict[str, pl.DataType]) -> list[pl.Expr]:
+    """The select of `conform` for a frame of `columns` (a lazy frame's too)."""
+    have = set(columns)
+    return [(pl.col(c) if c in have else pl.lit(None)).cast(t).alias(c) for c, t in schema.items()]
 
 
 STEP_LABEL = re.compile(r"^\s*(?:step)?\s*(\d{1,18})\s*$", re.IGNORECASE)
@@ -288,9 +347,17 @@ def collective_type(name: str | None) -> str | None:
     return word[:1].lower() + word[1:]
 
 
+def op_type_mapping(names: pl.Series) -> dict[str, str | None]:
+    """`collective_type` of each distinct name of a column (nulls left out)."""
+    return {n: collective_type(n) for n in distinct(names) if isinstance(n, str)}
+
+
 def normalise_op_types(names: pl.Series) -> pl.Series:
     """`collective_type` over a column, once per distinct value."""
-    distinct = names.drop_nulls().unique().to_list()
-    mapping = {n: collective_type(n) for n in distinct}
+    if names.dtype == pl.String and names.len() <= SMALL_ROWS:
+        mapping = op_type_mapping(names)
+        return pl.Series(names.name, [None if n is None else mapping[n] for n in names.to_list()], dtype=pl.String)
+    distinct_names = names.drop_nulls().unique().to_list()
+    mapping = {n: collective_type(n) for n in distinct_names}
     out: pl.Series = names.replace_strict(mapping, default=None, return_dtype=pl.String)
     return out
