@@ -30,8 +30,9 @@ def run_report(args: argparse.Namespace) -> int:
     if args.path and args.capture is None:
         from npuscope.parsers.cluster import rank_folders
 
-        if rank_folders(Path(args.path)) is not None:
-            return _run_cluster(args, thresholds)
+        ranks = rank_folders(Path(args.path))
+        if ranks is not None:
+            return _run_cluster(args, thresholds, ranks)
     with profile_for_command(
         args.path, capture=args.capture, no_cache=args.no_cache, timeline=not args.no_timeline,
         strict=args.strict, source=args.source,
@@ -65,7 +66,7 @@ def _names(ranks: list[str]) -> str:
     return ", ".join(ranks[:10]) + (f", ... ({len(ranks):,} ranks)" if len(ranks) > 10 else "")
 
 
-def _run_cluster(args: argparse.Namespace, thresholds: Thresholds) -> int:
+def _run_cluster(args: argparse.Namespace, thresholds: Thresholds, ranks: list[tuple[str, Path]]) -> int:
     from npuscope.analysis.cluster import cluster_json, open_cluster, open_rank, rank_findings
     from npuscope.analysis.cluster_report import cluster_lines, rank_heading, slowest_rank
     from npuscope.parsers import FrameCache, ReadOptions
@@ -75,9 +76,11 @@ def _run_cluster(args: argparse.Namespace, thresholds: Thresholds) -> int:
 
     options = ReadOptions(strict=args.strict, source=args.source, timeline=not args.no_timeline)
     cache = FrameCache(enabled=not args.no_cache, background=True)
+    path = Path(args.path)
     with StderrProgress("ranks") as progress:
         summary = open_cluster(
-            Path(args.path), jobs=args.jobs, cache=cache, progress=progress, options=options, thresholds=thresholds
+            path, jobs=args.jobs, cache=cache, progress=progress, options=options, thresholds=thresholds,
+            ranks=ranks if path.expanduser() == path else None,  # the ranks found at the same path
         )
     bad = [r for r in summary.ranks if r.error is not None]
     if args.strict and bad:

@@ -44,7 +44,7 @@ from .frames import is_communication
 from .layout import DB_RE, DEVICE_RE, Capture, discover
 from .profile import Cancelled, Profile, ReadOptions, files_size, open_profile
 from .training import read_training_views
-from .training_files import card_key
+from .training_files import card_key, collect
 
 Progress = Callable[[int, int, str], None]
 
@@ -277,38 +277,40 @@ def summarize_profile(profile: Profile, rank: str, folder: Path, size: int, stri
         pl.col("wait_us").fill_null(0.0).sum().alias("wait_us"),
     ).row(0, named=True)
     if tasks.height:
-        ops = (
-            tasks.filter(~comm)
+        per_type = (
+            tasks.lazy()
+            .filter(~comm)
             .group_by("op_type")
             .agg(pl.col("duration_us").sum().alias("total_us"), pl.len().cast(pl.Int64).alias("count"))
             .sort("total_us", descending=True)
         )
     else:  # a lone op_statistic: what it sums
-        stat = profile.op_statistic
-        ops = stat.group_by("op_type").agg(
-            pl.col("total_us").sum().alias("total_us"), pl.col("count").sum().cast(pl.Int64).alias("count")
+        per_type = (
+            profile.op_statistic.lazy()
+            .group_by("op_type")
+            .agg(pl.col("total_us").sum().alias("total_us"), pl.col("count").sum().cast(pl.Int64).alias("count"))
         )
-    ops = ops.select([pl.col(c).cast(t) for c, t in OPS_SCHEMA.items()])
+    ops = collect(per_type.select([pl.col(c).cast(t) for c, t in OPS_SCHEMA.items()]))
     views = read_training_views(profile, strict=strict)
-    steps = views.steps.with_columns(pl.lit(rank, dtype=pl.String).alias("card")).select(
-        [pl.col(c).cast(t) for c, t in RANK_STEPS_SCHEMA.items()]
-    )
-    links = views.links.with_columns(pl.lit(rank, dtype=pl.String).alias("card")).select(
-        [pl.col(c).cast(t) for c, t in RANK_LINKS_SCHEMA.items()]
-    )
+    steps = _as_rank(views.steps, rank, RANK_STEPS_SCHEMA)
+    links = _as_rank(views.links, rank, RANK_LINKS_SCHEMA)
     step_us: float | None = None
+    exposed = free = 0.0
     if steps.height:
         parts = pl.col("compute_us").fill_null(0.0) + pl.col("comm_not_overlapped_us").fill_null(0.0)
-        each = steps.select(pl.coalesce(pl.col("step_us"), parts + pl.col("free_us").fill_null(0.0)))
-        step_us = _finite(each.to_series().mean())
+        each = pl.coalesce(pl.col("step_us"), parts + pl.col("free_us").fill_null(0.0))
+        mean, exposed_sum, free_sum = steps.select(
+            each.mean(), pl.col("comm_not_overlapped_us").sum(), pl.col("free_us").sum()
+        ).row(0)
+        step_us, exposed, free = _finite(mean), _finite(exposed_sum), _finite(free_sum)
     summary = RankSummary(
         rank=rank,
         folder=folder,
         step_us=step_us,
         compute_us=_finite(sums["compute_us"]),
         communication_us=_finite(sums["communication_us"]),
-        exposed_comm_us=_finite(steps["comm_not_overlapped_us"].sum()) if steps.height else 0.0,
-        free_us=_finite(steps["free_us"].sum()) if steps.height else 0.0,
+        exposed_comm_us=exposed,
+        free_us=free,
         wait_us=_finite(sums["wait_us"]),
         tasks=int(sums["tasks"]),
     )
@@ -318,8 +320,32 @@ def summarize_profile(profile: Profile, rank: str, folder: Path, size: int, stri
     return RankEntry(summary, ops, steps, links, profile.layout, notes, size)
 
 
+def _as_rank(view: pl.DataFrame, rank: str, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    """A view's rows with the rank as their card, in `schema`."""
+    if view.height == 0:
+        return pl.DataFrame(schema=schema)
+    return view.select(
+        [(pl.lit(rank, dtype=pl.String) if c == "card" else pl.col(c)).cast(t).alias(c) for c, t in schema.items()]
+    )
+
+
 def _extra(rank: str, options: ReadOptions) -> object:
     return [_VERSION, rank, options.strict, options.source, options.timeline]
+
+
+Stamp = list[object]
+
+
+def stamps(files: Sequence[Path]) -> list[Stamp]:
+    """What keys a rank's entries: each file's absolute path, size, mtime, inode and ctime
+    (what FrameCache.key takes of a file, but without resolving the path's links: a key of
+    1,000 ranks' files is a stat each, where resolving them took ~0.5 s). Raises OSError for
+    a file that went away."""
+    out: list[Stamp] = []
+    for f in files:
+        st = os.stat(f)
+        out.append([os.path.abspath(f), st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns])
+    return out
 
 
 def _entry_frame(entry: RankEntry) -> pl.DataFrame:
@@ -358,11 +384,20 @@ class _NotCached(Exception):
     pass
 
 
+def _entry_extra(rank: str, options: ReadOptions, stamped: list[Stamp]) -> object:
+    return [_extra(rank, options), stamped]
+
+
 def cached_entry(
-    cache: FrameCache, rank: str, folder: Path, options: ReadOptions, files: Sequence[Path] | None = None
+    cache: FrameCache,
+    rank: str,
+    folder: Path,
+    options: ReadOptions,
+    files: Sequence[Path] | None = None,
+    stamped: list[Stamp] | None = None,
 ) -> RankEntry | None:
     """The rank's entry from the cache (its summary rows only), or None. `files`: the rank's
-    key_files when the caller has them."""
+    key_files when the caller has them (`stamped`: their stamps)."""
     if not cache.enabled:
         return None
 
@@ -372,7 +407,10 @@ def cached_entry(
     try:
         if files is None:
             files = key_files(folder, options)
-        frame = cache.load_or_build(ENTRY_KIND, files, missing, _extra(rank, options), schema=_ENTRY_SCHEMA)
+        if stamped is None:
+            stamped = stamps(files)
+        extra = _entry_extra(rank, options, stamped)
+        frame = cache.load_or_build(ENTRY_KIND, (), missing, extra, schema=_ENTRY_SCHEMA)
         return _entry_of_frame(frame)
     except _NotCached:
         return None
@@ -413,7 +451,8 @@ def parse_rank(
         return _entry_frame(entry)
 
     try:
-        frame = cache.load_or_build(ENTRY_KIND, files, build, _extra(name, options), schema=_ENTRY_SCHEMA)
+        extra = _entry_extra(name, options, stamps(files))
+        frame = cache.load_or_build(ENTRY_KIND, (), build, extra, schema=_ENTRY_SCHEMA)
     except Exception as exc:  # noqa: BLE001 - one bad rank never stops the cluster
         return _error_entry(name, folder, _one_line(exc), size)
     finally:
@@ -473,6 +512,12 @@ def read_ranks(
         except Exception as exc:  # noqa: BLE001 - one bad rank never stops the cluster
             files.append(_one_line(exc))
     sizes = [files_size(f) if isinstance(f, tuple) else 0 for f in files]
+    stamped: list[list[Stamp] | None] = []  # each rank's stamps (keys), None when a file went away
+    for f in files:
+        try:
+            stamped.append(stamps(f) if isinstance(f, tuple) and cache.enabled else None)
+        except OSError:
+            stamped.append(None)
     total = sum(sizes)
     done = 0
     n = len(ranks)
@@ -494,7 +539,7 @@ def read_ranks(
 
     if progress is not None:
         progress(0, total, f"rank 0/{n}")
-    every = [f for f in files if isinstance(f, tuple)]
+    every = [f for f in stamped if f is not None]
     whole = _cached_cluster(cache, ranks, every, options) if len(every) == n else None
     if whole is not None:  # one entry holds every rank's rows: one read instead of n
         for i, entry in enumerate(whole):
@@ -508,7 +553,8 @@ def read_ranks(
         if isinstance(mine, str):
             finish(i, _error_entry(rank, folder, mine))
             continue
-        got = cached_entry(cache, rank, folder, options, mine)
+        mine_stamped = stamped[i]
+        got = cached_entry(cache, rank, folder, options, mine, mine_stamped) if mine_stamped is not None else None
         if got is not None:
             finish(i, replace(got, summary=replace(got.summary, folder=folder)))
         else:
@@ -531,19 +577,15 @@ def read_ranks(
 CLUSTER_KIND = "cluster_ranks"
 
 
-def _cluster_extra(ranks: Sequence[tuple[str, Path]], options: ReadOptions) -> object:
-    return [_VERSION, [r for r, _ in ranks], options.strict, options.source, options.timeline]
-
-
-def _cluster_files(files: Sequence[tuple[Path, ...]]) -> list[Path]:
-    return [p for f in files for p in f]
+def _cluster_extra(ranks: Sequence[tuple[str, Path]], options: ReadOptions, stamped: Sequence[list[Stamp]]) -> object:
+    return [_VERSION, [r for r, _ in ranks], options.strict, options.source, options.timeline, list(stamped)]
 
 
 def _cached_cluster(
-    cache: FrameCache, ranks: Sequence[tuple[str, Path]], files: Sequence[tuple[Path, ...]], options: ReadOptions
+    cache: FrameCache, ranks: Sequence[tuple[str, Path]], stamped: Sequence[list[Stamp]], options: ReadOptions
 ) -> list[RankEntry] | None:
     """Every rank's entry from the one entry of the whole cluster (keyed by every rank's
-    files), or None."""
+    files: `stamped`), or None."""
     if not cache.enabled:
         return None
 
@@ -552,7 +594,7 @@ def _cached_cluster(
 
     try:
         frame = cache.load_or_build(
-            CLUSTER_KIND, _cluster_files(files), missing, _cluster_extra(ranks, options), schema=_ENTRY_SCHEMA
+            CLUSTER_KIND, (), missing, _cluster_extra(ranks, options, stamped), schema=_ENTRY_SCHEMA
         )
         if frame.height != len(ranks):
             return None
@@ -567,7 +609,7 @@ def _cached_cluster(
 def _cache_cluster(
     cache: FrameCache,
     ranks: Sequence[tuple[str, Path]],
-    files: Sequence[tuple[Path, ...]],
+    stamped: Sequence[list[Stamp]],
     options: ReadOptions,
     entries: Sequence[RankEntry],
 ) -> None:
@@ -578,7 +620,7 @@ def _cache_cluster(
     rows = pl.concat([_entry_frame(e) for e in entries], how="vertical")
     try:
         cache.load_or_build(
-            CLUSTER_KIND, _cluster_files(files), lambda: rows, _cluster_extra(ranks, options), schema=_ENTRY_SCHEMA
+            CLUSTER_KIND, (), lambda: rows, _cluster_extra(ranks, options, stamped), schema=_ENTRY_SCHEMA
         )
         cache.flush()
     except (OSError, pl.exceptions.PolarsError):
