@@ -20,6 +20,7 @@ from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -158,23 +159,38 @@ def _raw_dicts(events: list[Any]) -> pl.DataFrame:
 
 def _typed(raw: pl.DataFrame, meta: Meta) -> pl.DataFrame:
     """Text columns to typed event columns; metadata events fill `meta` and are dropped."""
-    m = raw.filter(pl.col("ph") == "M").select(
-        "name", "pid", "tid", pl.col("args").struct.field("name").alias("value"),
-        pl.col("args").struct.field("labels").alias("labels"),
-    )
-    for name, pid, tid, value, labels in m.iter_rows():
+    rows, events = _split(raw)
+    _add_meta(rows, meta)
+    return events
+
+
+MetaRows = list[tuple[Any, ...]]
+"""Metadata events of a piece: (name, pid, tid, value, labels), in file order."""
+
+
+def _add_meta(rows: MetaRows, meta: Meta) -> None:
+    for name, pid, tid, value, labels in rows:
         if name == "process_name":
             meta["process"][pid] = value or ""
         elif name == "process_labels":
             meta["labels"][pid] = labels or ""
         elif name == "thread_name":
             meta["thread"][(pid, tid)] = value or ""
+
+
+def _split(raw: pl.DataFrame) -> tuple[MetaRows, pl.DataFrame]:
+    """A piece's metadata rows and its other events as typed columns (no shared state: this
+    runs in the parse threads, `_add_meta` in the reader's, piece after piece)."""
+    m = raw.filter(pl.col("ph") == "M").select(
+        "name", "pid", "tid", pl.col("args").struct.field("name").alias("value"),
+        pl.col("args").struct.field("labels").alias("labels"),
+    )
     ev = raw.filter(pl.col("ph").is_not_null() & (pl.col("ph") != "M"))
 
     def arg(c: str) -> pl.Expr:
         return pl.col("args").struct.field(c)
 
-    return ev.select(
+    return m.rows(), ev.select(
         "pid",
         "tid",
         "name",
@@ -251,20 +267,38 @@ def _orjson_piece(buf: bytes) -> pl.DataFrame:
 _PIECES_AT_ONCE = 2
 
 
-def _parsed_pieces(path: Path, chunk_bytes: int) -> Iterator[tuple[int, pl.DataFrame]]:
-    """(the piece's bytes of the file, its raw frame) for each piece of `_pieces`, in order.
+@dataclass(frozen=True)
+class _Piece:
+    size: int  # the piece's bytes of the file (without the two brackets `_pieces` added)
+    meta: MetaRows
+    events: pl.DataFrame  # typed
+    no_phase: bool  # no event of the piece has a `ph`: not a trace
 
-    polars parses up to `_PIECES_AT_ONCE` pieces in threads; a piece it refuses is parsed by
-    orjson here, in the caller's thread (the garbage collector's pause is process-wide, so
-    only one thread may take it). Stopping early (a hook that raises) drops the parses in
-    flight.
+
+def _piece_of(buf: bytes, raw: pl.DataFrame) -> _Piece:
+    rows, events = _split(raw)
+    return _Piece(len(buf) - 2, rows, events, bool(raw.height) and raw["ph"].null_count() == raw.height)
+
+
+def _polars_piece(buf: bytes) -> _Piece | None:
+    raw = _raw_polars(buf)
+    return None if raw is None else _piece_of(buf, raw)
+
+
+def _parsed_pieces(path: Path, chunk_bytes: int) -> Iterator[_Piece]:
+    """Each piece of `_pieces`, parsed and typed, in order.
+
+    polars parses and types up to `_PIECES_AT_ONCE` pieces in threads; a piece it refuses is
+    parsed by orjson here, in the caller's thread (the garbage collector's pause is
+    process-wide, so only one thread may take it). Stopping early (a hook that raises) drops
+    the parses in flight.
     """
     pieces = _pieces(path, chunk_bytes)
-    pending: deque[tuple[Future[pl.DataFrame | None], bytes]] = deque()
+    pending: deque[tuple[Future[_Piece | None], bytes]] = deque()
     pool = ThreadPoolExecutor(max_workers=_PIECES_AT_ONCE, thread_name_prefix="npuscope-json")
     try:
         for buf in pieces:
-            pending.append((pool.submit(_raw_polars, buf), buf))
+            pending.append((pool.submit(_polars_piece, buf), buf))
             if len(pending) == _PIECES_AT_ONCE:
                 yield _finished(*pending.popleft())
         while pending:
@@ -274,14 +308,13 @@ def _parsed_pieces(path: Path, chunk_bytes: int) -> Iterator[tuple[int, pl.DataF
         pieces.close()
 
 
-def _finished(future: Future[pl.DataFrame | None], buf: bytes) -> tuple[int, pl.DataFrame]:
-    raw = future.result()
-    # The piece's bytes of the file: without the two brackets `_pieces` added.
-    return len(buf) - 2, raw if raw is not None else _orjson_piece(buf)
+def _finished(future: Future[_Piece | None], buf: bytes) -> _Piece:
+    piece = future.result()
+    return piece if piece is not None else _piece_of(buf, _orjson_piece(buf))
 
 
-def _check_trace(path: Path, raw: pl.DataFrame) -> None:
-    if raw.height and raw["ph"].null_count() == raw.height:
+def _check_trace(path: Path, no_phase: bool) -> None:
+    if no_phase:
         raise ProfileError(
             f"{path}: not a Chrome-trace timeline (expected a JSON array of events with a 'ph' "
             "field, or an object with 'traceEvents'); point npuscope at an msprof_*.json, "
@@ -312,13 +345,14 @@ def read_timeline(
         mark = len(frames)
         whole = False
         try:
-            for i, (read, raw) in enumerate(_parsed_pieces(path, chunk_bytes)):
+            for i, piece in enumerate(_parsed_pieces(path, chunk_bytes)):
                 if hook is not None:
-                    before += read
+                    before += piece.size
                     hook(before)
                 if i == 0:
-                    _check_trace(path, raw)
-                frames.append(_typed(raw, meta))
+                    _check_trace(path, piece.no_phase)
+                _add_meta(piece.meta, meta)
+                frames.append(piece.events)
         except (_SplitFailed, OSError):
             whole = True
         if whole:

@@ -108,11 +108,12 @@ def test_timeline_pieces_two_at_a_time_equal_one_at_a_time(monkeypatch):
     monkeypatch.setattr(timeline_mod, "_PIECES_AT_ONCE", 2)
     calls = []
 
+    real = timeline_mod._raw_polars
+
     def refuse_every_other(buf: bytes):
         calls.append(len(buf))
-        return None if len(calls) % 2 else timeline_mod._RAW_POLARS(buf)
+        return None if len(calls) % 2 else real(buf)
 
-    monkeypatch.setattr(timeline_mod, "_RAW_POLARS", timeline_mod._raw_polars, raising=False)
     monkeypatch.setattr(timeline_mod, "_raw_polars", refuse_every_other)
     mixed = timeline_mod.read_timeline([trace], chunk_bytes=piece)
     assert len(calls) > 4
