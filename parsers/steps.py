@@ -349,13 +349,14 @@ def _union_ns(iv: pl.LazyFrame, keys: list[str]) -> pl.LazyFrame:
     return segs.group_by(keys).agg((pl.col("e") - pl.col("s")).sum().cast(pl.Int64).alias("len"))
 
 
-def _assign(iv: pl.DataFrame, windows: pl.DataFrame, told: dict[str, str]) -> pl.DataFrame:
-    """Intervals with the window (`_w`) they belong to, clipped to it.
+def _assign(iv: pl.DataFrame | pl.LazyFrame, windows: pl.DataFrame, told: dict[str, str]) -> pl.LazyFrame:
+    """Intervals with the window (`_w`) they belong to, clipped to it (a query: collect it).
 
     By Step Id where the windows come from it; otherwise by start time: an interval belongs
     to the window its start lies in and is cut at the window's end.
     """
-    w = windows.with_row_index("_w").with_columns(pl.col("_w").cast(pl.Int64))
+    iv = iv.lazy()
+    w = windows.lazy().with_row_index("_w").with_columns(pl.col("_w").cast(pl.Int64))
     by_id = [c for c, how in told.items() if how == "Step Id"]
     parts = []
     if by_id:
@@ -365,10 +366,10 @@ def _assign(iv: pl.DataFrame, windows: pl.DataFrame, told: dict[str, str]) -> pl
             how="inner",
         )
         parts.append(ids)
-    rest = iv.filter(~pl.col("card").is_in(by_id))
-    if rest.height:
+    if not set(windows["card"].unique().to_list()) <= set(by_id):
         timed = (
-            rest.sort("s")
+            iv.filter(~pl.col("card").is_in(by_id))
+            .sort("s")
             .join_asof(
                 w.filter(~pl.col("card").is_in(by_id)).select("card", "_w", "start_ns", "end_ns").sort("start_ns"),
                 left_on="s",
@@ -395,7 +396,8 @@ def derive_steps(tasks: pl.DataFrame, windows: Windows, cards: list[str]) -> pl.
         return empty_steps()
     # Intervals first, then the cards: filtering the tasks would copy every column of them.
     iv = task_intervals(tasks).filter(pl.col("card").is_in(cards))
-    got = _assign(iv, win, windows.told_by).select("_w", "s", "e", "comm").lazy()
+    # One query from the intervals to the three unions: `got` is computed once for the three.
+    got = _assign(iv, win, windows.told_by).select("_w", "s", "e", "comm").cache()
     keys = ["_w"]
     compute, comm, both = pl.collect_all(
         [
@@ -463,7 +465,7 @@ def overlap_steps(events: pl.DataFrame, windows: Windows, cards: list[str]) -> p
     told = {c: ("capture" if c in whole else windows.told_by.get(c, "capture")) for c in have}
     # The Overlap Analysis events carry no Step Id: they go by time into every kind of window.
     timed = {c: ("time" if how == "Step Id" else how) for c, how in told.items()}
-    got = _assign(ov.with_columns(pl.lit(None, dtype=pl.String).alias("step_id")), win, timed)
+    got = _assign(ov.with_columns(pl.lit(None, dtype=pl.String).alias("step_id")), win, timed).collect()
     sums = got.group_by("_w", "thread").agg(((pl.col("e") - pl.col("s")).sum() / 1000.0).alias("us"))
     wide = sums.pivot(on="thread", index="_w", values="us")
     w = win.with_row_index("_w").with_columns(pl.col("_w").cast(pl.Int64))
