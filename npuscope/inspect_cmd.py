@@ -49,6 +49,18 @@ def run_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+# The card table's columns: the card left-aligned in 6, the figures right-aligned in at least
+# these widths and always apart (a column widens for a figure that needs it).
+_WIDTHS = (6, 10, 9, 16, 14, 16, 18, 9)
+
+
+def _table(rows: list[list[str]]) -> str:
+    widths = [max(w, *(len(r[i]) + (1 if i else 0) for r in rows)) for i, w in enumerate(_WIDTHS)]
+    return "".join(
+        r[0].ljust(widths[0]) + "".join(c.rjust(w) for c, w in zip(r[1:], widths[1:])) + "\n" for r in rows
+    )
+
+
 def _cluster_line(ranks: list[tuple[str, Path]], root: Path) -> str:
     """The ranks a cluster folder holds, in one line (the first and last few named)."""
     named = [f"{rank} {_rel(folder, root)}" for rank, folder in ranks]
@@ -85,11 +97,6 @@ def _print(prof: Profile, args: argparse.Namespace, ranks: list[tuple[str, Path]
                 used = "" if p in prof.files else "  (not read)"
                 out(f"  {kind:<9} {_rel(p, root)}  {_size(p)}{used}\n")
     out("\n")
-    header = (
-        f"{'card':<6}{'tasks':>10}{'op types':>9}{'compute us':>16}{'comm us':>14}{'wait us':>16}"
-        f"{'span us':>18}{'events':>9}\n"
-    )
-    out(header)
     t = prof.tasks
     comm = is_communication()
     per_card = (
@@ -109,16 +116,18 @@ def _print(prof: Profile, args: argparse.Namespace, ranks: list[tuple[str, Path]
     ev_counts = {}
     if prof.events is not None:
         ev_counts = dict(prof.events.group_by("card").len().iter_rows())
+    rows = [["card", "tasks", "op types", "compute us", "comm us", "wait us", "span us", "events"]]
     for card in prof.cards:
         row = per_card.get(card, {"tasks": 0, "op_types": 0, "compute": 0.0, "comm": 0.0, "wait": 0.0})
         span_ns = prof.span_ns(card)
         span = "unavailable" if span_ns is None else f"{span_ns / 1000:,.3f}"
-        out(
-            f"{card:<6}{row['tasks']:>10,}{row['op_types']:>9,}{row['compute']:>16,.3f}{row['comm']:>14,.3f}"
-            f"{row['wait']:>16,.3f}{span:>18}{ev_counts.get(card, 0):>9,}\n"
-        )
+        rows.append([
+            card, f"{row['tasks']:,}", f"{row['op_types']:,}", f"{row['compute']:,.3f}", f"{row['comm']:,.3f}",
+            f"{row['wait']:,.3f}", span, f"{ev_counts.get(card, 0):,}",
+        ])
     for card in sorted(set(ev_counts) - set(prof.cards)):
-        out(f"{card:<6}{'':>10}{'':>9}{'':>16}{'':>14}{'':>16}{'':>18}{ev_counts[card]:>9,}\n")
+        rows.append([card, "", "", "", "", "", "", f"{ev_counts[card]:,}"])
+    out(_table(rows))
     if prof.events is None:
         out("\ntimeline  none" + (" (skipped)" if args.no_timeline else "") + "\n")
     else:

@@ -118,3 +118,22 @@ def test_timeline_pieces_two_at_a_time_equal_one_at_a_time(monkeypatch):
     mixed = timeline_mod.read_timeline([trace], chunk_bytes=piece)
     assert len(calls) > 4
     assert mixed.equals(together)
+
+
+def test_inspect_card_table_keeps_figures_apart_at_any_size():
+    from npuscope.inspect_cmd import _table
+
+    head = ["card", "tasks", "op types", "compute us", "comm us", "wait us", "span us", "events"]
+    big = [
+        "1",
+        "10,000,000",
+        "123,456",
+        "193,174,553,000.064",
+        "7,115,255.671",
+        "141,305,275.674",
+        "341,595,084.409",
+        "4,405,392",
+    ]
+    lines = _table([head, big]).splitlines()
+    assert lines[1].split() == big  # every figure its own field (the events count once touched the span)
+    assert len({len(line) for line in lines}) == 1  # the header widens with its column
