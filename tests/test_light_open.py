@@ -137,3 +137,21 @@ def test_inspect_card_table_keeps_figures_apart_at_any_size():
     lines = _table([head, big]).splitlines()
     assert lines[1].split() == big  # every figure its own field (the events count once touched the span)
     assert len({len(line) for line in lines}) == 1  # the header widens with its column
+
+
+@pytest.mark.parametrize("block", [1, 2, 7, 64])
+def test_boundary_search_in_windows_equals_a_search_of_the_whole_file(tmp_path, monkeypatch, block):
+    # Boundaries with whitespace runs longer than the read window, and a trailing `}, ` cut by it.
+    data = b'[{"a":1},   \n\n  {"b":2},{"c":3}' + b" " * 40 + b',{"d":4}, \t {"e":5}, '
+    path = tmp_path / "t.json"
+    path.write_bytes(data)
+    monkeypatch.setattr(timeline_mod, "_BLOCK", block)
+    pattern = timeline_mod._BOUNDARY
+    with path.open("rb") as fh:
+        for pos in range(len(data)):
+            for endpos in (len(data), len(data) - 3, pos + 5):
+                want = pattern.search(data, pos, endpos)
+                got = timeline_mod._find(fh, pattern, pos, endpos)
+                assert got == (None if want is None else (want.start(), want.end())), (pos, endpos)
+        assert timeline_mod._rfind(fh, b"}", len(data)) == data.rfind(b"}")
+        assert timeline_mod._rfind(fh, b"#", len(data)) == -1
