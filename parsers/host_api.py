@@ -87,7 +87,9 @@ def read_api_statistic(paths: tuple[Path, ...], card: str | None, host_card: str
 def _host_calls(events: pl.DataFrame) -> pl.DataFrame:
     """The `Level@api` complete events: a cheap literal filter first, the pattern on what is left
     (a timeline holds millions of events)."""
-    candidates = events.filter((pl.col("ph") == "X") & pl.col("name").str.contains("@", literal=True).fill_null(False))
+    # The columns read, before any filter: filtering the events would copy all of theirs.
+    used = events.select("card", "name", "dur_ns", "ph", "process")
+    candidates = used.filter((pl.col("ph") == "X") & pl.col("name").str.contains("@", literal=True).fill_null(False))
     return candidates.filter(
         pl.col("name").str.contains(HOST_EVENT).fill_null(False)
         & pl.col("dur_ns").is_not_null()
