@@ -321,12 +321,17 @@ def summarize_profile(profile: Profile, rank: str, folder: Path, size: int, stri
 
 
 def _as_rank(view: pl.DataFrame, rank: str, schema: dict[str, pl.DataType]) -> pl.DataFrame:
-    """A view's rows with the rank as their card, in `schema`."""
+    """A view's rows with the rank as their card, in `schema` (its columns taken as they are:
+    no query for a few rows)."""
     if view.height == 0:
         return pl.DataFrame(schema=schema)
-    return view.select(
-        [(pl.lit(rank, dtype=pl.String) if c == "card" else pl.col(c)).cast(t).alias(c) for c, t in schema.items()]
-    )
+    columns = [
+        pl.Series(c, [rank] * view.height, dtype=t)
+        if c == "card"
+        else (view[c] if view.schema[c] == t else view[c].cast(t))
+        for c, t in schema.items()
+    ]
+    return pl.DataFrame(columns)
 
 
 def _extra(rank: str, options: ReadOptions) -> object:

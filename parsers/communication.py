@@ -197,11 +197,16 @@ def _data_rows(bw: pl.LazyFrame) -> pl.LazyFrame:
 
 
 def _view(
-    frame: pl.LazyFrame, cards: pl.Series, schema: dict[str, pl.DataType], *by: str, descending: bool = False
+    frame: pl.LazyFrame,
+    cards: pl.Series,
+    schema: dict[str, pl.DataType],
+    *by: str,
+    descending: bool = False,
+    missing: tuple[str, ...] = (),
 ) -> pl.DataFrame:
     """`frame` conformed to `schema` and sorted as sort_cards sorts it, in one query (`cards`:
-    the card column it was made from)."""
-    out = frame.select(conformed(frame.collect_schema().names(), schema))
+    the card column it was made from; `missing`: the schema's columns it does not have)."""
+    out = frame.select(conformed([c for c in schema if c not in missing], schema))
     return collect(by_cards(out, card_order(cards), *by, descending=descending))
 
 
@@ -231,7 +236,8 @@ def communication_view(times: pl.DataFrame, bw: pl.DataFrame | None, source: str
         .alias("op_type"),
         pl.lit(source).alias("source"),
     )
-    return _view(out, times["card"], COMMUNICATION_SCHEMA, "total_us", descending=True)
+    missing = () if bw is not None and bw.height else ("size_mb", "bandwidth_gbps")
+    return _view(out, times["card"], COMMUNICATION_SCHEMA, "total_us", descending=True, missing=missing)
 
 
 def bandwidth_view(bw: pl.DataFrame, source: str) -> pl.DataFrame:

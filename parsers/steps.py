@@ -116,9 +116,12 @@ def empty_steps() -> pl.DataFrame:
     return pl.DataFrame(schema=STEPS_SCHEMA)
 
 
-def _finish(df: pl.DataFrame | pl.LazyFrame, source: str, order: list[str] | None = None) -> pl.DataFrame:
+def _finish(
+    df: pl.DataFrame | pl.LazyFrame, source: str, order: list[str] | None = None, columns: list[str] | None = None
+) -> pl.DataFrame:
     """Fill what a source leaves out (the step time, one of the communication figures).
-    `order`: the cards of `df` in card order, when the caller knows them (a lazy `df`)."""
+    `order` and `columns`: the cards of `df` in card order and its columns, for a lazy `df`."""
+    have = set(df.columns if isinstance(df, pl.DataFrame) else columns or df.collect_schema().names())
     lazy = df.lazy()
     lazy = lazy.with_columns(
         pl.coalesce(pl.col("communication_us"), pl.col("comm_not_overlapped_us") + pl.col("overlapped_us")).alias(
@@ -132,7 +135,8 @@ def _finish(df: pl.DataFrame | pl.LazyFrame, source: str, order: list[str] | Non
         (pl.col("compute_us") + pl.col("comm_not_overlapped_us") + pl.col("free_us")).alias("step_us"),
         pl.lit(source).alias("source"),
     )
-    lazy = lazy.select(conformed(lazy.collect_schema().names(), STEPS_SCHEMA))
+    have |= {"communication_us", "overlapped_us", "step_us", "source"}
+    lazy = lazy.select(conformed(have, STEPS_SCHEMA))
     if order is None:
         return sort_cards(collect(lazy), "step")
     return collect(by_cards(lazy, order, "step"))
@@ -165,7 +169,7 @@ def read_step_trace_time(paths: tuple[Path, ...], card: str | None, rows: RowPol
         order = [label] if df.height else []
     else:
         order = card_order(df["card"])
-    return _finish(lazy, paths[0].name, order)
+    return _finish(lazy, paths[0].name, order, [*df.columns, "step", "card"])
 
 
 def read_step_trace_table(frame: pl.DataFrame, card: str, path: Path) -> pl.DataFrame:
