@@ -84,12 +84,14 @@ def read_api_statistic(paths: tuple[Path, ...], card: str | None, host_card: str
     return _finish(df, paths[0].name)
 
 
-def _host_calls(events: pl.DataFrame) -> pl.DataFrame:
-    """The `Level@api` complete events: a cheap literal filter first, the pattern on what is left
-    (a timeline holds millions of events)."""
-    # The columns read, before any filter: filtering the events would copy all of theirs.
-    used = events.select("card", "name", "dur_ns", "ph", "process")
-    candidates = used.filter((pl.col("ph") == "X") & pl.col("name").str.contains("@", literal=True).fill_null(False))
+def _host_calls(events: pl.DataFrame) -> pl.LazyFrame:
+    """The `Level@api` complete events, as a query: a cheap literal filter first, the pattern on
+    what is left (a timeline holds millions of events); only the columns read are carried."""
+    candidates = (
+        events.lazy()
+        .select("card", "name", "dur_ns", "ph", "process")
+        .filter((pl.col("ph") == "X") & pl.col("name").str.contains("@", literal=True).fill_null(False))
+    )
     return candidates.filter(
         pl.col("name").str.contains(HOST_EVENT).fill_null(False)
         & pl.col("dur_ns").is_not_null()
@@ -100,7 +102,7 @@ def _host_calls(events: pl.DataFrame) -> pl.DataFrame:
 
 def has_host_events(events: pl.DataFrame | None) -> bool:
     """Whether a timeline holds `Level@api` host calls."""
-    return events is not None and _host_calls(events).height > 0
+    return events is not None and _host_calls(events).head(1).collect().height > 0
 
 
 def host_api_from_events(events: pl.DataFrame, cards: list[str] | None, source: str) -> pl.DataFrame:
@@ -113,8 +115,10 @@ def host_api_from_events(events: pl.DataFrame, cards: list[str] | None, source: 
         pl.col("name").str.split_exact("@", 1).struct.field("field_0").alias("level"),
         pl.col("name").str.split_exact("@", 1).struct.field("field_1").alias("api"),
         (pl.col("dur_ns") / 1000.0).alias("us"),
-    )
-    per = parts.group_by("card", "level", "api").agg(
+    ).collect()
+    # Summed eagerly, groups in order of first call: sums and the order of equal totals are
+    # then the same every run.
+    per = parts.group_by("card", "level", "api", maintain_order=True).agg(
         pl.len().cast(pl.Int64).alias("count"),
         pl.col("us").sum().alias("total_us"),
         pl.col("us").max().alias("max_us"),
