@@ -291,7 +291,7 @@ def summarize_profile(profile: Profile, rank: str, folder: Path, size: int, stri
             .agg(pl.col("total_us").sum().alias("total_us"), pl.col("count").sum().cast(pl.Int64).alias("count"))
         )
     ops = collect(per_type.select([pl.col(c).cast(t) for c, t in OPS_SCHEMA.items()]))
-    views = read_training_views(profile, strict=strict)
+    views = read_training_views(profile, strict=strict, collectives=False)  # steps and links are what it keeps
     steps = _as_rank(views.steps, rank, RANK_STEPS_SCHEMA)
     links = _as_rank(views.links, rank, RANK_LINKS_SCHEMA)
     step_us: float | None = None

@@ -103,6 +103,7 @@ class _Run:
     memo: dict[tuple[str, Path], object] = field(default_factory=dict)
     parts: dict[str, list[pl.DataFrame]] = field(default_factory=lambda: {v: [] for v in VIEWS})
     found: list[str] = field(default_factory=list)
+    counted: bool = True  # False: the collectives' figures are not wanted (`read_training_views`)
 
     @property
     def host_card(self) -> str:
@@ -202,22 +203,34 @@ def _steps_db(run: _Run, place: Place) -> pl.DataFrame | None:
     return run.reading.attempt(path, "steps", lambda: read_step_trace_table(rows, card, path))
 
 
+def _communication(run: _Run, times: pl.DataFrame, bws: pl.DataFrame | None, source: str) -> pl.DataFrame:
+    """communication_view of a file's rows; without `run.counted`, only the cards and source
+    it would have (it has a row per card and op of `times`): what chooses the source and
+    what the tasks then cover are the same, the figures are not computed."""
+    if run.counted:
+        return communication_view(times, bws, source)
+    cards = distinct(times["card"])
+    return pl.DataFrame(
+        {"card": cards, "source": [source] * len(cards)}, schema={"card": pl.String, "source": pl.String}
+    )
+
+
 def _comm_text(run: _Run, place: Place) -> pl.DataFrame | None:
     got = _comm_json(run, place)
     times, bws = (_frame(got[0]), _frame(got[1])) if got else (None, None)
-    return communication_view(times, bws, "communication.json") if times is not None else None
+    return _communication(run, times, bws, "communication.json") if times is not None else None
 
 
 def _comm_analysis(run: _Run, place: Place) -> pl.DataFrame | None:
     got = _analysis(run, place)
     times, bws = (_frame(got[1]), _frame(got[2])) if got else (None, None)
-    return communication_view(times, bws, "analysis.db CommAnalyzerTime") if times is not None else None
+    return _communication(run, times, bws, "analysis.db CommAnalyzerTime") if times is not None else None
 
 
 def _comm_db(run: _Run, place: Place) -> pl.DataFrame | None:
     got = _db_comm(run, place)
     ops, bws = (_frame(got[0]), _frame(got[1])) if got else (None, None)
-    return communication_view(ops, bws, "COMMUNICATION_OP") if ops is not None else None
+    return _communication(run, ops, bws, "COMMUNICATION_OP") if ops is not None else None
 
 
 def _comm_statistic(run: _Run, place: Place) -> pl.DataFrame | None:
@@ -473,16 +486,21 @@ def _derived(run: _Run) -> None:
         run.add("host_api", host_api_from_events(profile.events, left_host, source))
 
 
-def read_training_views(profile: Profile, *, strict: bool = False) -> TrainingViews:
+def read_training_views(profile: Profile, *, strict: bool = False, collectives: bool = True) -> TrainingViews:
     """The training-level views of an opened profile (see the module docstring).
 
     `strict=True` refuses a damaged training-level file with a one-line ProfileError instead
-    of leaving it out with a note.
+    of leaving it out with a note. `collectives=False` gives an empty communication view:
+    its per-op figures are the costliest view of a small rank to compute, and a cluster's
+    rank summary does without them; every file is still read and every source chosen as in
+    a whole read, so the other views, `found` and the notes are those of a whole read.
     """
-    run = _Run(profile, Reading(strict=strict))
+    run = _Run(profile, Reading(strict=strict), counted=collectives)
     for place in places(profile.capture):
         _from_files(run, place)
     _derived(run)
+    if not collectives:
+        run.parts["communication"] = []
     frames: dict[str, pl.DataFrame] = {}
     for view in VIEWS:
         parts = run.parts[view]

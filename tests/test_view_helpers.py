@@ -6,6 +6,7 @@ Truth by plain Python sorting and scanning."""
 from __future__ import annotations
 
 import math
+import shutil
 from pathlib import Path
 
 import polars as pl
@@ -72,3 +73,24 @@ def test_normalise_op_types_small_and_large_agree():
     assert normalise_op_types(pl.Series("n", names)).to_list() == want
     large = normalise_op_types(pl.Series("n", names * 1000))  # past the Python path's rows
     assert large.to_list() == want * 1000 and large.name == "n"
+
+
+def test_views_without_collectives_are_a_whole_read_but_communication(tmp_path):
+    from npuscope.parsers import FrameCache, open_profile
+    from npuscope.parsers.training import VIEWS, read_training_views
+
+    root = tmp_path / "level1"
+    shutil.copytree(Path(__file__).parent.parent / "fixtures/samples/real/torch_npu_2024_cnn/level1", root)
+    damaged = root / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "communication.json"
+    damaged.write_text(damaged.read_text()[:100])  # truncated: a note, the tasks give rank 0's collectives
+    profile = open_profile(root, cache=FrameCache(enabled=False))
+    whole = read_training_views(profile)
+    light = read_training_views(profile, collectives=False)
+    assert light.communication.height == 0 and light.communication.schema == whole.communication.schema
+    assert whole.communication.height and {"0", "1"} <= set(whole.communication["card"])
+    for view in VIEWS:
+        if view != "communication":  # as row sets: memory_top_ops orders its ties as they come
+            a, b = getattr(light, view), getattr(whole, view)
+            assert a.sort(a.columns, nulls_last=True).equals(b.sort(b.columns, nulls_last=True)), view
+    assert light.found == whole.found and light.notes == whole.notes
+    assert any("communication.json" in n for n in light.notes)
