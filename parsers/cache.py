@@ -228,8 +228,12 @@ class FrameCache:
         extra: object = None,
         columns: Callable[[list[str]], list[str]] | None = None,
         schema: Schema | None = None,
+        write_now: bool = False,
     ) -> pl.DataFrame:
         """The frame from the cache, or built (and queued or written).
+
+        `write_now` writes a built entry before returning even with `background`: a caller
+        that keeps only some `columns` then holds no more than those.
 
         `columns` picks, from the entry's column names, the ones to load: a cached entry
         then reads only those (Parquet is columnar); a built frame is trimmed the same way
@@ -251,7 +255,7 @@ class FrameCache:
         self.misses += 1
         frame = build()
         if entry is not None and self._can_write:
-            if self.background:
+            if self.background and not write_now:
                 self._queued.append((entry, key, frame))
             else:
                 self._write(entry, key, frame)

@@ -146,6 +146,11 @@ EVENT_SCHEMA: dict[str, pl.DataType] = {
     "connection_id": pl.String(),
 }
 
+# The event columns an open that only counts time reads (`open_profile(details=False)`):
+# steps, host API and the events per card. Ids, flows, categories and
+# task types are for the explorer's and the report's wait attribution and timeline.
+LIGHT_EVENT_COLUMNS: frozenset[str] = frozenset({"card", "process", "thread", "name", "ph", "ts_ns", "dur_ns"})
+
 # Task types msprof leaves out of op_statistic ratios: communication is not compute.
 COMMUNICATION_TASK_TYPES: tuple[str, ...] = ("COMMUNICATION", "HCCL")
 

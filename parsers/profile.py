@@ -18,6 +18,7 @@ from .columns import (
     COMMUNICATION_TASK_TYPES,
     DETAIL_COLUMNS,
     EVENT_SCHEMA,
+    LIGHT_EVENT_COLUMNS,
     STAT_COLUMNS,
     STAT_SCHEMA,
     STEP_COLUMNS,
@@ -34,6 +35,7 @@ from .frames import (
     derive_statistic,
     empty_statistic,
     empty_tasks,
+    with_event_columns,
     with_task_columns,
 )
 from .layout import Capture, Layout, Source, discover
@@ -197,9 +199,10 @@ def open_profile(
     findings and op statistics name the same bound as the report's).
     `details=False` leaves the columns that describe a task beyond its name, type and times
     (DETAIL_COLUMNS: tensors, state, block dims) null: a command that only counts time
-    (inspect) reads over a third less. Both read
-    only those columns of a cache entry, and with the cache off the CSV columns left out are
-    not parsed; with the cache on, a new entry still holds every column.
+    (inspect) reads over a third less; of the timeline it keeps LIGHT_EVENT_COLUMNS (the
+    others null). Both read only those columns of a cache entry, and with the cache off the
+    CSV columns left out are not parsed (nor the timeline's held); with the cache on, a new
+    entry still holds every column, and is written before the open goes on.
     `strict=True` refuses a file with damaged rows instead of skipping them with a note.
     `source` picks the text or the db export when a capture has both (`auto`: the db, as
     Huawei's own analysers do); the other is never read.
@@ -220,6 +223,12 @@ def open_profile(
             if (details or n not in DETAIL_COLUMNS)
             and (pmu is True or n in TASK_ORDER or (ratios and n.endswith("_ratio")))
         ]
+
+    # The timeline's columns a light open reads (the others are null; LIGHT_EVENT_COLUMNS).
+    event_keep = None if details else LIGHT_EVENT_COLUMNS
+
+    def event_columns(names: list[str]) -> list[str]:
+        return [n for n in names if event_keep is None or n in event_keep]
 
     # What a tasks entry must hold to be used: the canonical columns this open reads.
     task_schema = including({n: t for n, t in empty_tasks().schema.items() if details or n not in DETAIL_COLUMNS})
@@ -273,7 +282,9 @@ def open_profile(
         if src.db is not None:
             bytes_hook = within((src.db,), "db export")
             rows_hook = None if bytes_hook is None else partial(_rows_as_bytes, bytes_hook, files_size((src.db,)))
-            read = _read_db_cached(cache, src, task_columns, timeline, rows_hook, batch_rows, task_schema)
+            read = _read_db_cached(
+                cache, src, task_columns, timeline, rows_hook, batch_rows, task_schema, event_columns
+            )
             advance((src.db,), "db export")
             tasks_parts.append(read.tasks)
             tasks_from = "db"
@@ -291,20 +302,12 @@ def open_profile(
             )
             continue
         events = None
-        if src.timeline:
-            try:
-                events = cache.load_or_build(
-                    "events", src.timeline, partial(read_timeline, src.timeline, card=src.card), src.card,
-                    schema=EVENT_SCHEMA,
-                )
-            except ProfileError as exc:
-                if not src.tasks:  # the timeline is all there is
-                    raise
-                # A broken timeline must not hide a good op_summary: go on without it.
-                parse_notes.append(f"timeline not read: {exc}")
-            else:
-                event_parts.append(events)
-            advance(src.timeline, "timeline")
+        tasks = None
+        # A light open (details=False: inspect) writes a new entry at once and keeps only its
+        # columns: the whole frame is not held while the rest is read (2M tasks, then a 1.8 GB
+        # timeline: the tasks go first, so their whole frame is gone before the timeline's is
+        # built). Others queue the write, which runs once the profile is open.
+        write_now = not details
         if src.tasks:
             # With no cache to fill, the columns not asked for are not even parsed.
             light = not cache.enabled and (pmu is not True or not details)
@@ -314,17 +317,32 @@ def open_profile(
             )
             tasks = _cached_table(
                 cache, "tasks", src.tasks, read_tasks, src.card, strict, parse_notes, columns=task_columns,
-                schema=task_schema,
+                schema=task_schema, write_now=write_now,
             )
             tasks_from = "op_summary"
             advance(src.tasks, "op summary")
-        elif events is not None:
+        if src.timeline:
+            try:
+                events = cache.load_or_build(
+                    "events", src.timeline,
+                    partial(read_timeline, src.timeline, card=src.card, columns=None if cache.enabled else event_keep),
+                    src.card, schema=EVENT_SCHEMA, write_now=event_keep is not None, columns=event_columns,
+                )
+                if event_keep is not None:
+                    events = with_event_columns(events)
+            except ProfileError as exc:
+                if not src.tasks:  # the timeline is all there is
+                    raise
+                # A broken timeline must not hide a good op_summary: go on without it.
+                parse_notes.append(f"timeline not read: {exc}")
+            else:
+                event_parts.append(events)
+            advance(src.timeline, "timeline")
+        if tasks is None and events is not None:
             if chosen.layout == "paddle":
                 tasks, tasks_from = paddle_tasks(events), "paddle"
             else:
                 tasks, tasks_from = device_tasks(events), "timeline"
-        else:
-            tasks = None
         if tasks is not None:
             tasks_parts.append(tasks)
         if src.statistic:
@@ -468,12 +486,14 @@ def _cached_table(
     notes: list[str],
     columns: Callable[[list[str]], list[str]] | None = None,
     schema: Schema | None = None,
+    write_now: bool = False,
 ) -> pl.DataFrame:
     """A CSV table through the cache, with the notes its parse left (damaged rows) kept
     beside it, so a cached reopen says the same and `strict` refuses the same files."""
     policy = RowPolicy(strict=strict)
     frame = cache.load_or_build(
         kind, paths, partial(read, policy), card, columns=columns, schema=schema or _TABLE_SCHEMAS.get(kind),
+        write_now=write_now,
     )
     if cache.enabled:
         built = list(policy.notes)
@@ -511,6 +531,7 @@ def _read_db_cached(
     hook: Callable[[int, int], None] | None = None,
     batch_rows: int | None = None,
     task_schema: Schema | None = None,
+    event_columns: Callable[[list[str]], list[str]] | None = None,
 ) -> _DbFrames:
     """The frames of a db export, each cached on its own, read from SQLite at most once."""
     from .db import BATCH_ROWS, read_db  # SQLite is only opened for db exports
@@ -535,7 +556,9 @@ def _read_db_cached(
             lambda: _or_empty(export().events, EVENT_SCHEMA),
             src.card,
             schema=EVENT_SCHEMA,
+            columns=event_columns,
         )
+        events = with_event_columns(events)
         if events.height == 0:
             events = None
     steps = cache.load_or_build(

@@ -16,7 +16,7 @@ import io
 import os
 import re
 from collections import deque
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Collection, Generator, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -157,9 +157,9 @@ def _raw_dicts(events: list[Any]) -> pl.DataFrame:
     return pl.DataFrame(cols)
 
 
-def _typed(raw: pl.DataFrame, meta: Meta) -> pl.DataFrame:
+def _typed(raw: pl.DataFrame, meta: Meta, keep: Collection[str] | None = None) -> pl.DataFrame:
     """Text columns to typed event columns; metadata events fill `meta` and are dropped."""
-    rows, events = _split(raw)
+    rows, events = _split(raw, keep)
     _add_meta(rows, meta)
     return events
 
@@ -178,9 +178,15 @@ def _add_meta(rows: MetaRows, meta: Meta) -> None:
             meta["thread"][(pid, tid)] = value or ""
 
 
-def _split(raw: pl.DataFrame) -> tuple[MetaRows, pl.DataFrame]:
+# What resolving the events reads besides the columns kept: processes and threads by pid and
+# tid, host threads' cards by their flows.
+_RESOLVE_COLUMNS = frozenset({"pid", "tid", "flow_id"})
+
+
+def _split(raw: pl.DataFrame, keep: Collection[str] | None = None) -> tuple[MetaRows, pl.DataFrame]:
     """A piece's metadata rows and its other events as typed columns (no shared state: this
-    runs in the parse threads, `_add_meta` in the reader's, piece after piece)."""
+    runs in the parse threads, `_add_meta` in the reader's, piece after piece); only the
+    columns in `keep` (and what resolving reads) when it is given."""
     m = raw.filter(pl.col("ph") == "M").select(
         "name", "pid", "tid", pl.col("args").struct.field("name").alias("value"),
         pl.col("args").struct.field("labels").alias("labels"),
@@ -190,7 +196,7 @@ def _split(raw: pl.DataFrame) -> tuple[MetaRows, pl.DataFrame]:
     def arg(c: str) -> pl.Expr:
         return pl.col("args").struct.field(c)
 
-    return m.rows(), ev.select(
+    typed = ev.select(
         "pid",
         "tid",
         "name",
@@ -209,6 +215,9 @@ def _split(raw: pl.DataFrame) -> tuple[MetaRows, pl.DataFrame]:
         arg("Task Id").alias("task_id"),
         arg("connection_id").alias("connection_id"),
     )
+    if keep is not None:
+        typed = typed.select(c for c in typed.columns if c in keep or c in _RESOLVE_COLUMNS)
+    return m.rows(), typed
 
 
 class _SplitFailed(Exception):
@@ -319,17 +328,17 @@ class _Piece:
     no_phase: bool  # no event of the piece has a `ph`: not a trace
 
 
-def _piece_of(buf: bytes, raw: pl.DataFrame) -> _Piece:
-    rows, events = _split(raw)
+def _piece_of(buf: bytes, raw: pl.DataFrame, keep: Collection[str] | None = None) -> _Piece:
+    rows, events = _split(raw, keep)
     return _Piece(len(buf) - 2, rows, events, bool(raw.height) and raw["ph"].null_count() == raw.height)
 
 
-def _polars_piece(buf: bytes) -> _Piece | None:
+def _polars_piece(buf: bytes, keep: Collection[str] | None = None) -> _Piece | None:
     raw = _raw_polars(buf)
-    return None if raw is None else _piece_of(buf, raw)
+    return None if raw is None else _piece_of(buf, raw, keep)
 
 
-def _parsed_pieces(path: Path, chunk_bytes: int) -> Iterator[_Piece]:
+def _parsed_pieces(path: Path, chunk_bytes: int, keep: Collection[str] | None = None) -> Iterator[_Piece]:
     """Each piece of `_pieces`, parsed and typed, in order.
 
     polars parses and types up to `_PIECES_AT_ONCE` pieces in threads; a piece it refuses is
@@ -342,19 +351,19 @@ def _parsed_pieces(path: Path, chunk_bytes: int) -> Iterator[_Piece]:
     pool = ThreadPoolExecutor(max_workers=_PIECES_AT_ONCE, thread_name_prefix="npuscope-json")
     try:
         for buf in pieces:
-            pending.append((pool.submit(_polars_piece, buf), buf))
+            pending.append((pool.submit(_polars_piece, buf, keep), buf))
             if len(pending) == _PIECES_AT_ONCE:
-                yield _finished(*pending.popleft())
+                yield _finished(*pending.popleft(), keep)
         while pending:
-            yield _finished(*pending.popleft())
+            yield _finished(*pending.popleft(), keep)
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
         pieces.close()
 
 
-def _finished(future: Future[_Piece | None], buf: bytes) -> _Piece:
+def _finished(future: Future[_Piece | None], buf: bytes, keep: Collection[str] | None) -> _Piece:
     piece = future.result()
-    return piece if piece is not None else _piece_of(buf, _orjson_piece(buf))
+    return piece if piece is not None else _piece_of(buf, _orjson_piece(buf), keep)
 
 
 def _check_trace(path: Path, no_phase: bool) -> None:
@@ -372,8 +381,12 @@ def read_timeline(
     card: str | None = None,
     on_file: Callable[[Path], None] | None = None,
     chunk_bytes: int = CHUNK_BYTES,
+    columns: Collection[str] | None = None,
 ) -> pl.DataFrame:
     """Events of one timeline (its slices in order) with processes and cards resolved.
+
+    `columns`, when given, are the event columns the caller reads: the others are null, and
+    not held while the file is read.
 
     `card` is the card the files belong to when the layout says so (Era A `device_N`, one
     torch_npu output); otherwise the card comes from the process label (`NPU 3`), and host
@@ -389,7 +402,7 @@ def read_timeline(
         mark = len(frames)
         whole = False
         try:
-            for i, piece in enumerate(_parsed_pieces(path, chunk_bytes)):
+            for i, piece in enumerate(_parsed_pieces(path, chunk_bytes, columns)):
                 if hook is not None:
                     before += piece.size
                     hook(before)
@@ -409,7 +422,7 @@ def read_timeline(
                 events = _events_of(path, load_json(path))
                 raw = _raw_dicts(events)
             del events
-            frames.append(_typed(raw, meta))
+            frames.append(_typed(raw, meta, columns))
         files_done += _file_size(path)
         if hook is not None:
             hook(files_done)
@@ -417,7 +430,7 @@ def read_timeline(
             on_file(path)
     if not frames:
         return empty_events()
-    return _resolve(frames, meta, card)
+    return _resolve(frames, meta, card, columns)
 
 
 def _file_size(path: Path) -> int:
@@ -427,7 +440,9 @@ def _file_size(path: Path) -> int:
         return 0
 
 
-def _resolve(frames: list[pl.DataFrame], meta: Meta, card: str | None) -> pl.DataFrame:
+def _resolve(
+    frames: list[pl.DataFrame], meta: Meta, card: str | None, keep: Collection[str] | None = None
+) -> pl.DataFrame:
     """The pieces' events with their process, thread and card, as one frame.
 
     Piece by piece: a column added to the whole frame would come out in one chunk and make
@@ -463,7 +478,9 @@ def _resolve(frames: list[pl.DataFrame], meta: Meta, card: str | None) -> pl.Dat
     if host_card == "host":
         resolved = _host_threads_to_cards(resolved)
     df = pl.concat(resolved, how="vertical", rechunk=False) if len(resolved) > 1 else resolved[0]
-    return df.select([pl.col(c).cast(t) for c, t in EVENT_SCHEMA.items()])
+    return df.select(
+        [pl.col(c).cast(t) if keep is None or c in keep else pl.lit(None, dtype=t).alias(c) for c, t in EVENT_SCHEMA.items()]
+    )
 
 
 def _by_thread(mapping: dict[str, str]) -> pl.Expr:

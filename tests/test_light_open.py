@@ -1,7 +1,8 @@
 """Opening only what a command reads (`open_profile(pmu=False, details=False)`, as inspect does).
 
 The columns kept are what the full open gives, to the last bit, on real captures (text and db,
-cache off, cold and cached); the columns left out are null, and the PMU names are still known.
+cache off, cold and cached); the columns left out are null, and the PMU names are still known;
+of the timeline only the event columns that count time are kept, the same way.
 With the cache off the left-out CSV columns are not parsed at all: the check for rows that lost
 a field then reads three columns of the PMU block, and still finds the damaged rows of a real
 kernel_details.csv edited with the csv module (one field taken out inside the PMU block, one
@@ -21,7 +22,7 @@ import pytest
 
 from npuscope.parsers import FrameCache, open_profile
 from npuscope.parsers import timeline as timeline_mod
-from npuscope.parsers.columns import DETAIL_COLUMNS, TASK_ORDER
+from npuscope.parsers.columns import DETAIL_COLUMNS, EVENT_SCHEMA, LIGHT_EVENT_COLUMNS, TASK_ORDER
 
 SAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "samples"
 CNN_RANK = SAMPLES / "real" / "torch_npu_2024_cnn" / "level1" / "rank0_ascend_pt"
@@ -54,6 +55,12 @@ def test_light_open_keeps_what_it_reads_exactly(sample, how, tmp_path):
     assert light.pmu_columns == full.pmu_columns and full.pmu_columns
     assert light.op_statistic.equals(full.op_statistic)
     assert light.notes == full.notes
+    # The timeline: the columns counting time reads, as the full open has them; the rest null.
+    seen, left = sorted(LIGHT_EVENT_COLUMNS), [c for c in EVENT_SCHEMA if c not in LIGHT_EVENT_COLUMNS]
+    assert light.events.columns == list(EVENT_SCHEMA)
+    assert light.events.select(seen).equals(full.events.select(seen))
+    assert all(light.events[c].null_count() == light.events.height for c in left)
+    assert any(full.events[c].null_count() < full.events.height for c in left)
 
 
 def test_light_open_durations_against_the_csv_module():
