@@ -83,11 +83,13 @@ TASK_ORDER: tuple[str, ...] = (
     "context_id",
 )
 
-# What describes a task beyond its name, type and times: its tensors (shapes, data types,
-# formats), state, block dims, HF32 and context. No figure of time is computed from them, and
-# they are over a third of a tasks frame's memory: a command that only counts time can leave
-# them out (`open_profile(details=False)`). The rules read some (block dims, shapes).
+# What describes a task beyond its card, name, type, step and times: its ids (model, task,
+# stream), tensors (shapes, data types, formats), state, block dims, HF32 and context. No
+# figure of time is computed from them, and they are over a third of a tasks frame's memory:
+# a command that only counts time can leave them out (`open_profile(details=False)`). The
+# rules and the explorer read some (block dims, shapes, streams).
 DETAIL_COLUMNS: tuple[str, ...] = (
+    "model_id", "task_id", "stream_id", "infer_id", "model_name",
     "input_shapes", "input_dtypes", "input_formats", "output_shapes", "output_dtypes",
     "output_formats", "op_state", "block_num", "mix_block_num", "hf32_eligible", "context_id",
 )

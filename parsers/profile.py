@@ -322,13 +322,16 @@ def open_profile(
             tasks_from = "op_summary"
             advance(src.tasks, "op summary")
         if src.timeline:
+            # Tasks taken from the timeline (no op_summary) need all of its columns.
+            keep = event_keep if src.tasks else None
             try:
                 events = cache.load_or_build(
                     "events", src.timeline,
-                    partial(read_timeline, src.timeline, card=src.card, columns=None if cache.enabled else event_keep),
-                    src.card, schema=EVENT_SCHEMA, write_now=event_keep is not None, columns=event_columns,
+                    partial(read_timeline, src.timeline, card=src.card, columns=None if cache.enabled else keep),
+                    src.card, schema=EVENT_SCHEMA, write_now=keep is not None,
+                    columns=None if keep is None else event_columns,
                 )
-                if event_keep is not None:
+                if keep is not None:
                     events = with_event_columns(events)
             except ProfileError as exc:
                 if not src.tasks:  # the timeline is all there is

@@ -162,3 +162,29 @@ def test_boundary_search_in_windows_equals_a_search_of_the_whole_file(tmp_path, 
                 assert got == (None if want is None else (want.start(), want.end())), (pos, endpos)
         assert timeline_mod._rfind(fh, b"}", len(data)) == data.rfind(b"}")
         assert timeline_mod._rfind(fh, b"#", len(data)) == -1
+
+
+@pytest.mark.parametrize(
+    "sample",
+    [SAMPLES / "paddle_cpu", GOLDEN, SAMPLES / "cann5x_device_summary", CNN_RANK.parent, DB_RANK.parent],
+    ids=["paddle-tasks-from-timeline", "golden", "cann5x", "cnn-cluster", "db-cluster"],
+)
+@pytest.mark.parametrize("cache", ["--no-cache", "cache"])
+def test_inspect_prints_what_a_full_open_gives(sample, cache, tmp_path, monkeypatch, capsys):
+    import npuscope.inspect_cmd as inspect_cmd
+    from npuscope.cli import main
+
+    monkeypatch.setenv("NPUSCOPE_CACHE_DIR", str(tmp_path))
+    light_open = inspect_cmd.profile_for_command
+
+    def full_open(*args, **kwargs):
+        return light_open(*args, **{**kwargs, "pmu": True, "details": True})
+
+    args = ["inspect", str(sample)] + (["--no-cache"] if cache == "--no-cache" else [])
+    texts = []
+    for opener in (light_open, full_open, light_open):  # light, full, light again on what both left
+        monkeypatch.setattr(inspect_cmd, "profile_for_command", opener)
+        assert main(args) == 0
+        texts.append(capsys.readouterr().out)
+    assert texts[0] == texts[1] == texts[2]
+    assert "tasks" in texts[0]
