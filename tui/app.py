@@ -187,7 +187,8 @@ class NpuscopeApp(App):
 
     def _load(self, job: Job, path: Path, capture: str | int | None) -> None:
         def read(progress: Progress) -> Message:
-            if self.clusters and cluster_ranks(path, capture):
+            ranks = cluster_ranks(path, capture) if self.clusters else None
+            if ranks is not None:
                 summary = load_cluster(
                     path,
                     read=self.read,
@@ -195,6 +196,7 @@ class NpuscopeApp(App):
                     use_cache=self.use_cache,
                     cancel=job.cancel,
                     progress=progress,
+                    ranks=ranks,
                 )
                 return ClusterLoaded(summary, job.generation)
             profile, diagnosis = load_profile(

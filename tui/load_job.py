@@ -167,10 +167,11 @@ def _open_and_diagnose(
     return profile, diagnose(profile, thresholds, cache=cache)
 
 
-def cluster_ranks(path: Path, capture: str | int | None) -> bool:
-    """Whether `path` opens as a cluster (a folder of rank folders); a capture picked by name
-    never does. Raises ProfileError as opening the path would (nothing found, no permission)."""
-    return capture is None and rank_folders(path) is not None
+def cluster_ranks(path: Path, capture: str | int | None) -> list[tuple[str, Path]] | None:
+    """The ranks of `path` when it opens as a cluster (a folder of rank folders), else None; a
+    capture picked by name never does. Raises ProfileError as opening the path would (nothing
+    found, no permission)."""
+    return None if capture is not None else rank_folders(path)
 
 
 def _start_resource_tracker() -> None:
@@ -200,10 +201,12 @@ def load_cluster(
     use_cache: bool,
     cancel: threading.Event,
     progress: Progress | None = None,
+    ranks: list[tuple[str, Path]] | None = None,
 ) -> ClusterSummary:
     """The summary of the cluster at `path`: each rank parsed into its own cache entry (in
     worker processes), progress by ranks and bytes, `Cancelled` between ranks once `cancel`
-    is set. Only the summary rows are held here, never a rank's tasks."""
+    is set. Only the summary rows are held here, never a rank's tasks. `ranks`: the ranks
+    cluster_ranks found (else found again)."""
 
     def on_rank(done: int, total: int, label: str) -> None:
         if cancel.is_set():
@@ -219,6 +222,7 @@ def load_cluster(
         cancel=cancel,
         options=read,
         thresholds=thresholds or Thresholds(),
+        ranks=ranks,
     )
     if cancel.is_set():
         raise Cancelled()
