@@ -4,8 +4,8 @@ cached reopen reads only the summary rows, nothing is written into the profile f
 parent's peak memory does not grow with the number of ranks.
 
 Generated clusters (fixtures/generate.py, torch_npu: one `*_ascend_pt` folder per rank, text
-or db export) with a planted slow rank and slow link; truth from the files with csv / json /
-sqlite3 only.
+or db export; 8 and 64 ranks of each) with a planted slow rank and slow link; truth from the
+files with csv / json / sqlite3 only.
 """
 
 from __future__ import annotations
@@ -473,6 +473,19 @@ def test_64_ranks_and_parent_memory(text8, tmp_path):
     link = int(_planted(gen64, "slow_link"))
     assert sixty_four["slow_links"] == [f"{link}->{link + 1} HCCS"]
     assert sixty_four["peak_mb"] - eight["peak_mb"] < 25, (eight, sixty_four)
+
+
+def test_64_db_ranks_planted_slow_rank_and_link(tmp_path):
+    """The db layout at 64 ranks (ascend_pytorch_profiler_<rank>.db only): the planted slow
+    rank and link are found. Parsed in this process (jobs=1): ~7 s of CPU with the data's
+    generation, the cheapest 64-rank db case."""
+    gen = _generate(tmp_path / "db64", 64, "only")
+    assert not list(gen.root.rglob("*.csv"))  # the db export is all there is
+    summary = open_cluster(gen.root, jobs=1, cache=FrameCache(enabled=False))
+    assert len(summary.ranks) == 64 and not any(r.error for r in summary.ranks)
+    assert summary.slow_ranks == (_planted(gen, "slow_rank"),)
+    link = int(_planted(gen, "slow_link"))
+    assert summary.slow_links == (f"{link}->{link + 1} HCCS",)
 
 
 def _entry(rank: str, layout: str, compute_us: float):
