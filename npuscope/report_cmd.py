@@ -20,9 +20,9 @@ from npuscope.analysis.op_report import find_task, op_report
 from npuscope.analysis.report import SCHEMA, build_report, render
 from npuscope.analysis.training_rules import training_findings
 from npuscope.parsers import ProfileError
-from npuscope.parsers.training import read_training_views
+from npuscope.parsers.views_cache import cached_training_views
 
-from .loading import profile_for_command
+from .loading import profile_for_command, views_for_command
 
 
 def run_report(args: argparse.Namespace) -> int:
@@ -50,7 +50,7 @@ def run_report(args: argparse.Namespace) -> int:
             task = find_task(diagnosis, args.op)
             sys.stdout.write(op_report(profile, diagnosis, task))
             return 0
-        views = read_training_views(profile, strict=args.strict)
+        views = views_for_command(profile, no_cache=args.no_cache, strict=args.strict)
         diagnosis = diagnosis.with_findings(training_findings(profile, diagnosis, views, thresholds))
         report = build_report(profile, diagnosis, top=args.top, views=views)
         if args.format == "json":
@@ -101,6 +101,9 @@ def _run_cluster(args: argparse.Namespace, thresholds: Thresholds, ranks: list[t
         chosen, why = [rank], ("chosen" if args.card is not None else "the slowest")
     detailed = chosen[0] if why is not None else None
     rank_cache = FrameCache(summary.cache_root, background=True) if summary.cache_root else FrameCache(enabled=False)
+    # The views' few rows are written as they are made (a background cache writes only when
+    # told to, which open_rank does before the views are read).
+    views_cache = FrameCache(summary.cache_root) if summary.cache_root else FrameCache(enabled=False)
 
     def rank_report(rank: str) -> dict[str, Any] | None:
         """The usual report of one rank, the cluster's findings on it among its own."""
@@ -109,7 +112,7 @@ def _run_cluster(args: argparse.Namespace, thresholds: Thresholds, ranks: list[t
         if args.op:
             sys.stdout.write(op_report(profile, diagnosis, find_task(diagnosis, args.op)))
             return None
-        views = read_training_views(profile, strict=args.strict)
+        views = cached_training_views(profile, views_cache, strict=args.strict)
         own = training_findings(profile, diagnosis, views, thresholds)
         diagnosis = diagnosis.with_findings(rank_findings(summary, rank, own, profile.cards))
         report = build_report(profile, diagnosis, top=args.top, views=views)
