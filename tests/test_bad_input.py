@@ -11,10 +11,14 @@ subprocess as `nobody`, or, when `nobody` cannot run this interpreter (it lives 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
 import subprocess
 import sys
+import traceback
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +28,7 @@ import polars as pl
 import pytest
 from unpriv import cli_env, make_dir, open_unprivileged, run_python, snapshot, unpriv, world_dir  # noqa: F401 - fixtures
 
+from npuscope.cli import main
 from npuscope.parsers import FrameCache, ProfileError, open_profile
 from npuscope.parsers.cache import _KEY
 
@@ -351,12 +356,40 @@ def test_open_profile_raises_one_line_error(case: Case, variant: str, tmp_path, 
 SAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "samples"
 
 
+# Cases also run as a real `python -m npuscope inspect` (exit code and stderr of the
+# interpreter itself): one bad file, one bad timeline, one bad folder. The others run the same
+# command in this process (cli.main), each start of an interpreter costing ~0.5 s of CPU.
+OWN_PROCESS = {"empty_file", "truncated_json", "prof_raw_data_only"}
+
+
+def run_cli_here(target: Path, cache: Path, cwd: Path) -> subprocess.CompletedProcess:
+    """`npuscope inspect TARGET` through cli.main, with the environment and folder a process
+    would get: its exit code, stdout and stderr (an escaping exception and every warning are
+    written to stderr as the interpreter would, so the one-line checks see them)."""
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as mp, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for name, value in cli_env(cache).items():
+            if os.environ.get(name) != value:
+                mp.setenv(name, value)
+        mp.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(["inspect", str(target)])
+            except BaseException:  # noqa: BLE001 - shown as the interpreter would show it
+                err.write("Traceback (most recent call last):\n" + traceback.format_exc())
+                code = 1
+    for w in caught:
+        err.write(warnings.formatwarning(w.message, w.category, w.filename, w.lineno))
+    return subprocess.CompletedProcess(["npuscope", "inspect", str(target)], code, out.getvalue(), err.getvalue())
+
+
 @pytest.fixture(scope="module")
 def cli_runs(tmp_path_factory):
-    """Every case through the CLI, several processes at a time (each start costs ~0.3 s)."""
+    """Every case through the CLI: the real processes (OWN_PROCESS) all at once, the rest
+    through cli.main meanwhile."""
     base = tmp_path_factory.mktemp("cli")
     runs, pending = {}, []
-    width = max(2, 2 * (os.cpu_count() or 1))
     for case in CASES:
         variant = "file" if case.timeline else case.variants[-1]
         home = base / case.id
@@ -365,10 +398,10 @@ def cli_runs(tmp_path_factory):
         target, named = case.build(root, SAMPLES, variant)
         cache = home / "cache"
         runs[case.id] = {"root": root, "named": named, "cache": cache, "before": snapshot(root)}
-        pending.append((case.id, start_cli(target, cache, cwd=home)))
-        if len(pending) >= width:
-            cid, proc = pending.pop(0)
-            runs[cid]["proc"] = finish_cli(proc)
+        if case.id in OWN_PROCESS:
+            pending.append((case.id, start_cli(target, cache, cwd=home)))
+        else:
+            runs[case.id]["proc"] = run_cli_here(target, cache, cwd=home)
     for cid, proc in pending:
         runs[cid]["proc"] = finish_cli(proc)
     return runs

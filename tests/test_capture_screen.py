@@ -325,7 +325,10 @@ async def test_leaving_keeps_the_job_runs_reattaches_and_cancels(tmp_path):
 
 
 @pytest.mark.slow
-async def test_capture_over_ssh_opens_in_the_explorer(tmp_path, sshd):
+async def test_two_hosts_in_the_host_field_capture_both_and_open_every_card(tmp_path, sshd):
+    """The host is completed from the ssh config's aliases, then a second host added: one
+    capture over the real sshd and one on this machine (a single host's capture over SSH is
+    test_capture_ssh.py's first test), its log streamed, both opened as cards."""
     from sshd_server import HOST
 
     app = _app(tmp_path)
@@ -341,29 +344,15 @@ async def test_capture_over_ssh_opens_in_the_explorer(tmp_path, sshd):
                 break
         assert screen.host == HOST  # completed from the ssh config's aliases
         log = screen.log_widget
-        screen.set_form({"command": _command(TINY, *TINY_ARGS), "device": "cpu", "out": str(tmp_path / "captures")})
-        await pilot.click("#start")
-        folder = await _captured(pilot, screen)
-        assert folder.name.startswith(f"{HOST}-") and app.path == folder
-        assert list(folder.glob("*.paddle_trace.json"))
-        assert any("step" in line for line in log.lines)
-        assert load_remembered(HOST)["command"] == _command(TINY, *TINY_ARGS)
-
-
-@pytest.mark.slow
-async def test_two_hosts_in_the_host_field_capture_both_and_open_every_card(tmp_path, sshd):
-    from sshd_server import HOST
-
-    app = _app(tmp_path)
-    async with app.run_test(size=SIZE) as pilot:
-        await wait_loaded(pilot)
-        screen = await _open(pilot, tmp_path, ssh_config=str(sshd.config), host="")
         _fill(screen, f"{HOST}, local", tmp_path, command=_command(TINY, *TINY_ARGS))
         await pilot.click("#start")
         folder = await _captured(pilot, screen)
-        assert folder.name.startswith(f"{HOST}+1-")
+        assert folder.name.startswith(f"{HOST}+1-") and app.path == folder
         assert sorted(h for h, _ in screen.started) == sorted([HOST, "local"])
         assert sorted(app.main.profile.cards) == sorted([HOST, "local"])
+        for host in (HOST, "local"):
+            assert list((folder / host).glob("*.paddle_trace.json")), host
+        assert any("step" in line for line in log.lines)  # the jobs' logs were streamed
         assert load_remembered(f"{HOST},local")["command"] == _command(TINY, *TINY_ARGS)
         # Runs works on one host at a time
         await pilot.press("c")
