@@ -46,7 +46,7 @@ async def test_first_screen_shows_header_cards_and_tasks(tmp_path):
         assert "1,120 of 1,120 tasks" in str(screen.query_one("#status").render())
 
 
-async def test_sort_by_duration_and_wait_keys(tmp_path):
+async def test_sort_keys_and_the_palette_offers_every_main_screen_action(tmp_path):
     app = _app(tmp_path)
     async with app.run_test(size=(140, 44)) as pilot:
         screen = await _loaded(pilot)
@@ -62,6 +62,19 @@ async def test_sort_by_duration_and_wait_keys(tmp_path):
         assert table.frame["wait_us"][0] == wait.min()  # again: ascending
         await pilot.press("t")
         assert table.frame["row"].to_list() == sorted(table.frame["row"].to_list())
+        # The palette offers every main-screen action, and runs it as its key does.
+        titles = {c.title for c in app.get_system_commands(screen)}
+        for binding in MainScreen.BINDINGS:
+            if binding.action != "escape":
+                assert binding.description in titles, binding.description
+        keys = {c.title: c.help for c in app.get_system_commands(screen)}
+        # Keys named as people write them, not Textual's key names.
+        assert keys["Prev card"] == "key: [" and keys["Next card"] == "key: ]" and keys["Filter"] == "key: /"
+        assert not any("square_bracket" in h or "slash" in h for h in keys.values())
+        command = next(c for c in app.get_system_commands(screen) if c.title == "Sort wait")
+        await command.callback()
+        await pilot.pause()
+        assert screen.sorts["summary"] == ("wait_us", True)
 
 
 async def test_filter_terms_and_escape(tmp_path):
@@ -187,10 +200,14 @@ async def test_export_and_copy(tmp_path):
         assert len(reports) == 1 and reports[0].read_text() == app.clipboard
 
 
-async def test_help_lists_every_key(tmp_path):
+async def test_help_lists_every_key_the_capture_keys_too(tmp_path):
     app = _app(tmp_path)
     async with app.run_test(size=(140, 44)) as pilot:
         await _loaded(pilot)
+        rows = all_keys(app.BINDINGS, app.main.BINDINGS)
+        assert ("main", "c", "Capture") in rows
+        assert {("capture", "ctrl+s", "Start"), ("capture", "ctrl+r", "Runs"),
+                ("capture", "ctrl+t", "Cancel run"), ("capture", "Esc q", "Close")} <= set(rows)
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
         from rich.console import Console
@@ -240,24 +257,6 @@ async def test_load_error_exits_2_with_the_message(tmp_path):
             await pilot.pause(0.05)
     assert app.return_code == 2
     assert "missing column" in app.error_message
-
-
-async def test_palette_offers_every_main_screen_action(tmp_path):
-    app = _app(tmp_path)
-    async with app.run_test(size=(140, 44)) as pilot:
-        screen = await _loaded(pilot)
-        titles = {c.title for c in app.get_system_commands(screen)}
-        for binding in MainScreen.BINDINGS:
-            if binding.action != "escape":
-                assert binding.description in titles, binding.description
-        keys = {c.title: c.help for c in app.get_system_commands(screen)}
-        # Keys named as people write them, not Textual's key names.
-        assert keys["Prev card"] == "key: [" and keys["Next card"] == "key: ]" and keys["Filter"] == "key: /"
-        assert not any("square_bracket" in h or "slash" in h for h in keys.values())
-        command = next(c for c in app.get_system_commands(screen) if c.title == "Sort wait")
-        await command.callback()
-        await pilot.pause()
-        assert screen.sorts["summary"] == ("wait_us", True)
 
 
 async def test_card_picker(tmp_path):
@@ -347,13 +346,3 @@ async def test_open_path_returns_to_the_explorer_and_loads_it(tmp_path, samples)
         assert app.is_running and app.path == paddle and screen.profile.path == paddle
         assert screen.has_class("loaded")
         assert any(n.severity == "error" for n in app._notifications)
-
-
-async def test_help_lists_the_capture_keys(tmp_path):
-    app = _app(tmp_path)
-    async with app.run_test(size=(140, 44)) as pilot:
-        await _loaded(pilot)
-        rows = all_keys(app.BINDINGS, app.main.BINDINGS)
-        assert ("main", "c", "Capture") in rows
-        assert {("capture", "ctrl+s", "Start"), ("capture", "ctrl+r", "Runs"),
-                ("capture", "ctrl+t", "Cancel run"), ("capture", "Esc q", "Close")} <= set(rows)
