@@ -51,3 +51,75 @@ def sshd(tmp_path_factory):
     server = start_sshd(tmp_path_factory.mktemp("sshd"))
     yield server
     server.stop()
+
+
+# --- the order the xdist workers get the tests in --------------------------------------------
+# `--dist worksteal` gives each worker one run of consecutive tests and lets an idle worker
+# take the second half of the longest queue left. In collection order the SSH and capture-screen
+# tests (Paddle trainings, mostly waiting on them) are one run: one worker ran them one after the
+# other (~380 s of a 410 s suite) while the others ran out of work. They are dealt out here,
+# one test at a time, near the start of every worker's run, and the other modules that spend
+# long waiting or on one fixture with them; a module's other tests keep their order, and a test
+# is only put between two modules, never inside one (a module-scoped fixture is set up once).
+SPREAD = ("test_capture_ssh.py", "test_capture_screen.py", "test_explorer_matches_report.py")
+# Moved whole: one fixture for the module, or tmux sessions on the default server (a server
+# ends with its last session: never two of these tests at once)
+WHOLE = ("test_bootstrap.py", "test_load_tmux.py", "test_e2e_tmux.py")
+SHARED = ("window_capture",)  # module fixtures a few tests of a SPREAD module read: kept together
+
+
+def pytest_collection_modifyitems(config, items):
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
+    if workers > 1:
+        items[:] = dealt(items, workers)
+
+
+def dealt(items: list, workers: int) -> list:
+    """`items` with the SPREAD tests and WHOLE modules placed early in each of the `workers`
+    consecutive runs worksteal hands out (sizes as it computes them)."""
+    units: dict[tuple, list] = {}
+    light = []
+    for item in items:
+        name = item.path.name
+        if name in WHOLE:
+            units.setdefault((name,), []).append(item)
+        elif name in SPREAD:
+            shared = next((f for f in SHARED if f in item.fixturenames), None)
+            units.setdefault((name, shared or item.nodeid), []).append(item)
+        else:
+            light.append(item)
+    if not units:
+        return items
+    fixtured = {item.path for item in light if _module_scoped(item)}
+    heavy = [u for k, u in units.items() if len(k) == 1] + [u for k, u in units.items() if len(k) == 2]
+    per_worker = [heavy[w::workers] for w in range(workers)]
+    out: list = []
+    j, left, carried = 0, len(items), []
+    for w in range(workers):
+        size = left // (workers - w)
+        left -= size
+        end = len(out) + size
+        queue = carried + per_worker[w]
+        gap, next_at = size // (3 * max(1, len(queue))), len(out)
+        while len(out) < end and (j < len(light) or queue):
+            free = j in (0, len(light)) or light[j].path != light[j - 1].path or light[j].path not in fixtured
+            if queue and free and len(out) >= next_at:
+                out.extend(queue.pop(0))
+                next_at = len(out) + gap
+            elif j < len(light):
+                out.append(light[j])
+                j += 1
+            else:
+                out.extend(queue.pop(0))
+        carried = queue  # no place found in this run: early in the next one
+    out.extend(light[j:])
+    for unit in carried:
+        out.extend(unit)
+    assert sorted(map(id, out)) == sorted(map(id, items))
+    return out
+
+
+def _module_scoped(item) -> bool:
+    """Whether the test reads a fixture set up once per module (its module is never cut)."""
+    defs = item._fixtureinfo.name2fixturedefs.values()
+    return any(d.scope in ("module", "package") for ds in defs for d in ds)
