@@ -401,15 +401,12 @@ def derive_steps(tasks: pl.DataFrame, windows: Windows, cards: list[str]) -> pl.
     # Intervals first, then the cards: filtering the tasks would copy every column of them.
     iv = task_intervals(tasks).filter(pl.col("card").is_in(cards))
     # One query from the intervals to the three unions: `got` is computed once for the three.
-    got = _assign(iv, win, windows.told_by).select("_w", "s", "e", "comm").cache()
+    got = _assign(iv, win, windows.told_by).select("_w", "s", "e", "comm").collect().lazy()
     keys = ["_w"]
-    compute, comm, both = pl.collect_all(
-        [
-            _union_ns(got.filter(~pl.col("comm")).select("_w", "s", "e"), keys).rename({"len": "c"}),
-            _union_ns(got.filter(pl.col("comm")).select("_w", "s", "e"), keys).rename({"len": "m"}),
-            _union_ns(got.select("_w", "s", "e"), keys).rename({"len": "b"}),
-        ]
-    )
+    # One union at a time: run side by side, their sorts of every task held three copies.
+    compute = _union_ns(got.filter(~pl.col("comm")).select("_w", "s", "e"), keys).rename({"len": "c"}).collect()
+    comm = _union_ns(got.filter(pl.col("comm")).select("_w", "s", "e"), keys).rename({"len": "m"}).collect()
+    both = _union_ns(got.select("_w", "s", "e"), keys).rename({"len": "b"}).collect()
     w = win.with_row_index("_w").with_columns(pl.col("_w").cast(pl.Int64))
     out = (
         w.join(compute, on="_w", how="left")
