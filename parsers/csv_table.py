@@ -12,17 +12,17 @@ from __future__ import annotations
 import csv
 import io
 import re
-from collections import deque
-from collections.abc import Callable, Collection, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import BinaryIO
 
 import polars as pl
 
 from .columns import NULL_VALUES, START_UNITS, ColumnSpec
 from .errors import ProfileError, reading
+from .in_order import in_order
 from .memory import ensure_fits
 
 _TAIL_BYTES = 1 << 16
@@ -257,30 +257,29 @@ def _pieces(
     """
     frames: list[pl.DataFrame] = []
     size = path.stat().st_size
-    pending: deque[tuple[Future[pl.DataFrame | None], int]] = deque()
-    pool = ThreadPoolExecutor(max_workers=_PIECES_AT_ONCE, thread_name_prefix="npuscope-csv")
-    try:
-        with open(path, "rb") as fh:
-            fh.readline()  # the header
-            start = fh.tell()
-            while start < size or pending:
-                while start < size and len(pending) < _PIECES_AT_ONCE:
-                    fh.seek(start + piece_bytes)
-                    fh.readline()
-                    end = min(fh.tell(), size)
-                    fh.seek(start)
-                    pending.append((pool.submit(_piece, fh.read(end - start), schema, columns), end))
-                    start = end
-                future, end = pending.popleft()
-                frame = future.result()
-                if frame is None:
-                    return None
-                frames.append(frame)
-                if hook is not None:
-                    hook(end)
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+    parse = partial(_piece, schema=schema, columns=columns)
+    with open(path, "rb") as fh:
+        fh.readline()  # the header
+        for end, frame in in_order(parse, _cuts(fh, size, piece_bytes), at_once=_PIECES_AT_ONCE, name="npuscope-csv"):
+            if frame is None:
+                return None
+            frames.append(frame)
+            if hook is not None:
+                hook(end)
     return frames
+
+
+def _cuts(fh: BinaryIO, size: int, piece_bytes: int) -> Iterator[tuple[int, bytes]]:
+    """(where it ends, its bytes) of each piece from the file's position on: `piece_bytes`
+    and the rest of the line they end in."""
+    start = fh.tell()
+    while start < size:
+        fh.seek(start + piece_bytes)
+        fh.readline()
+        end = min(fh.tell(), size)
+        fh.seek(start)
+        yield end, fh.read(end - start)
+        start = end
 
 
 _PIECES_AT_ONCE = 2

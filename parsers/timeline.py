@@ -15,12 +15,11 @@ import gc
 import io
 import os
 import re
-from collections import deque
 from collections.abc import Callable, Collection, Generator, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -30,6 +29,7 @@ import polars as pl
 from .columns import EVENT_SCHEMA
 from .csv_table import times_to_ns
 from .errors import ProfileError, reading
+from .in_order import in_order
 from .memory import ensure_fits
 
 Meta = dict[str, dict[Any, str]]
@@ -347,23 +347,12 @@ def _parsed_pieces(path: Path, chunk_bytes: int, keep: Collection[str] | None = 
     the parses in flight.
     """
     pieces = _pieces(path, chunk_bytes)
-    pending: deque[tuple[Future[_Piece | None], bytes]] = deque()
-    pool = ThreadPoolExecutor(max_workers=_PIECES_AT_ONCE, thread_name_prefix="npuscope-json")
+    parse = partial(_polars_piece, keep=keep)
     try:
-        for buf in pieces:
-            pending.append((pool.submit(_polars_piece, buf, keep), buf))
-            if len(pending) == _PIECES_AT_ONCE:
-                yield _finished(*pending.popleft(), keep)
-        while pending:
-            yield _finished(*pending.popleft(), keep)
+        for buf, piece in in_order(parse, ((b, b) for b in pieces), at_once=_PIECES_AT_ONCE, name="npuscope-json"):
+            yield piece if piece is not None else _piece_of(buf, _orjson_piece(buf), keep)
     finally:
-        pool.shutdown(wait=False, cancel_futures=True)
         pieces.close()
-
-
-def _finished(future: Future[_Piece | None], buf: bytes, keep: Collection[str] | None) -> _Piece:
-    piece = future.result()
-    return piece if piece is not None else _piece_of(buf, _orjson_piece(buf), keep)
 
 
 def _check_trace(path: Path, no_phase: bool) -> None:
