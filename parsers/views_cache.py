@@ -7,9 +7,10 @@ views may be read from (each regular file in the folders of the capture's places
 or added file rebuilds them) and the profile's own files (which record the export read and
 whether the timeline was), with the capture and `strict`.
 
-A profile's views depend on its files and those options only: the PMU and detail columns a
-profile was opened with are not read by any view (`pmu`, `details` of open_profile), so
-profiles opened with different ones share the entries.
+A profile's views depend on its files and those options only: no view reads the PMU or
+detail columns of the tasks or the timeline columns a light open leaves out (`pmu`,
+`details` of open_profile; checked equal on every sample), so profiles opened either way
+share the entries.
 """
 
 from __future__ import annotations
