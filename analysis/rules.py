@@ -42,6 +42,12 @@ ADVICE = {
         "torch_npu.npu.set_compile_mode(jit_compile=False)) and compare, and check why the "
         "model calls it so often."
     ),
+    "dominant_aclnn": (
+        "A non-matrix op type dominating compute: its calls are aclnn operators, which do not "
+        "compile online, so no compile switch changes it. Check why the model calls it so "
+        "often (a loop over small tensors, an op per sample) and whether a fused operator does "
+        "the same work; its shapes and dtypes are in the op report (`report --op`)."
+    ),
     "dominant_info": (
         "Matrix compute dominating is expected in matrix-heavy models; look at its shapes and "
         "dtypes only if the share grows between runs."
@@ -79,10 +85,10 @@ ADVICE = {
         "if this span holds only start-up."
     ),
     "communication_wait": (
-        "The device sat in a collective, not waiting for the host: another rank is late or "
-        "communication is not overlapped with compute. Look at the slow card (the spread in "
-        "the report's `== cards ==`) and overlap communication with compute (gradient "
-        "bucketing, asynchronous collectives)."
+        "The device sat in a collective or waited to start one, not for the host: another "
+        "rank is late or communication is not overlapped with compute. Find the late rank "
+        "(`report --card all` on a multi-card capture, `report` on the folder of the ranks) "
+        "and overlap communication with compute (gradient bucketing, asynchronous collectives)."
     ),
     "aclop_share": (
         "aclop operators are compiled on first use and recompile when attributes change; "
@@ -245,10 +251,10 @@ DEVICE_ADVICE: dict[str, dict[str, str]] = {
             "if this span holds only start-up."
         ),
         "communication_wait": (
-            "The GPU sat in a collective (NCCL), not waiting for the host: another rank is late or "
-            "communication is not overlapped with compute. Look at the slow card (the spread in "
-            "the report's `== cards ==`) and overlap communication with compute (gradient "
-            "bucketing, asynchronous collectives)."
+            "The GPU sat in a collective (NCCL) or waited to start one, not for the host: another "
+            "rank is late or communication is not overlapped with compute. Find the late rank "
+            "(`report --card all` on a multi-card capture, `report` on the folder of the ranks) "
+            "and overlap communication with compute (gradient bucketing, asynchronous collectives)."
         ),
     },
     "CPU": {
@@ -282,8 +288,8 @@ DEVICE_ADVICE: dict[str, dict[str, str]] = {
         ),
         "communication_wait": (
             "The step sat in a collective, not in an operator: another rank is late or "
-            "communication is not overlapped with compute. Look at the slow rank (the spread in "
-            "the report's `== cards ==`) and overlap communication with compute."
+            "communication is not overlapped with compute. Find the late rank (`report` on the "
+            "folder of the ranks) and overlap communication with compute."
         ),
         "data_gaps": (
             "If the model ran on a GPU or another device, profile it too "
@@ -303,6 +309,10 @@ compilation of aclop operators, aclop vs aclnn, OP State."""
 HOST_SKIPPED_RULES = ("host_op_wait",)
 """Rules that make no sense when every task runs on the host."""
 
+
+SMALL_SAMPLE_TASKS = 100
+"""Below this many operator tasks on a card, a share of compute says little about the run: the
+findings say the capture is a small sample (a stable step of a real training runs thousands)."""
 
 MSPROF_LAYOUTS = ("era_a", "era_b", "file")
 """Layouts of a plain msprof export: anything run under `msprof --application` writes them."""
@@ -479,6 +489,10 @@ def dominant_op_type(d: CardData, th: Thresholds) -> list[Finding]:
             bound = d.bounds(th).get(row["op_type"], UNKNOWN_BOUND)
             title += f"; custom kernel, {BOUND_WORDS[bound]}" if bound != UNKNOWN_BOUND else "; custom kernel"
         key = "custom_kernel" if custom else "dominant_info" if matrix else "dominant_warning"
+        if key == "dominant_warning" and d.kind == "NPU" and of_type.filter(aclop_tasks()).height == 0:
+            key = "dominant_aclnn"  # online compilation needs aclop tasks of the type: none here
+        if d.compute.height < SMALL_SAMPLE_TASKS:
+            title += f" ({d.compute.height} task(s): a small sample)"
         out.append(
             Finding(
                 rule="dominant_op_type",
@@ -609,7 +623,7 @@ def _wait_findings(d: CardData, th: Thresholds, cause: str, rule: str, title: st
         extra = ""
         if rule == "recompilation" and d.compile_events:
             extra = f"; {d.compile_events} aclopCompileAndExecute calls on the host"
-        shown = op_type if op_type != UNKNOWN else ", ".join(_names(rows, op_type, 2))
+        shown = op_type if op_type != UNKNOWN and not op_type.isdigit() else ", ".join(_names(rows, op_type, 2))
         text = title.format(n=n, op_type=shown, total=total)
         if rule == "recompilation" and op_type in d.custom_types:
             text = f"{n} long wait(s) before {shown} while the host compiled another operator ({total:,.0f} us)"
@@ -665,7 +679,7 @@ def host_op_wait(d: CardData, th: Thresholds) -> list[Finding]:
 
 
 def communication_wait(d: CardData, th: Thresholds) -> list[Finding]:
-    """Long waits inside a collective of the card: communication, never the host's."""
+    """Long waits inside a collective of the card or before one: communication, never the host's."""
     rows = d.tasks.filter(pl.col("wait_cause") == "communication")
     if rows.height == 0:
         return []
@@ -675,7 +689,10 @@ def communication_wait(d: CardData, th: Thresholds) -> list[Finding]:
         Finding(
             rule="communication_wait",
             severity="warning",
-            title=f"{rows.height} long wait(s) inside a collective: communication, not the host ({total:,.0f} us)",
+            title=(
+                f"{rows.height} long wait(s) inside or before a collective: communication, not the "
+                f"host ({total:,.0f} us)"
+            ),
             card=d.card,
             op_types=tuple(types[:10]),
             op_names=tuple(rows["op_name"].unique(maintain_order=True).head(5).to_list()),
@@ -684,7 +701,10 @@ def communication_wait(d: CardData, th: Thresholds) -> list[Finding]:
             share_pct=_share(total, d.wait_us),
             advice=advice("communication_wait", "", d.kind),
             evidence=evidence(rows, "wait_us", th.evidence_rows),
-            threshold=f"Task Wait Time >= {th.long_wait_us:g} us, gap covered >= half by a collective",
+            threshold=(
+                f"Task Wait Time >= {th.long_wait_us:g} us, before a collective or gap covered >= "
+                "half by one"
+            ),
         )
     ]
 
@@ -744,6 +764,8 @@ def aclop_share(d: CardData, th: Thresholds) -> list[Finding]:
     if compute.height == 0:  # host-only traces (Paddle on CPU), custom kernels only: no aclop / aclnn
         return []
     aclop = compute.filter(aclop_tasks())
+    if aclop.height == 0:  # every operator is aclnn: nothing compiles online, nothing to migrate
+        return []
     aclop_t = float(aclop["duration_us"].sum() or 0.0)
     aclnn_n = compute.height - aclop.height
     types = [t for t, _, _ in _per_type(aclop, "duration_us")]
@@ -853,8 +875,13 @@ def data_gaps(d: CardData, th: Thresholds) -> list[Finding]:
         gaps.append("no OP State values (CANN < 8.0.RC1 or a host trace): dynamic shapes cannot be seen")
     if not d.pmu:
         gaps.append("no PMU columns: core utilisation is unknown")
-    if d.statistic_derived:
-        gaps.append("op_statistic derived from the tasks")
+    # A derived op_statistic is no gap: it is what msprof computes from the same tasks (a note
+    # of the report says it was derived).
+    if 0 < d.compute.height < SMALL_SAMPLE_TASKS:
+        gaps.append(
+            f"only {d.compute.height} operator task(s): a small sample, shares of compute may not "
+            "hold for the whole run"
+        )
     return _gaps_finding(d, gaps, ADVICE["data_gaps"])
 
 

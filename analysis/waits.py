@@ -2,11 +2,14 @@
 
 msprof records how long each task waited for the host, never why. A gap covered by a
 collective of the same card is no host wait at all: the device was in the collective, waiting
-for another rank (cause `communication`, checked before every other). The usual causes of the
-rest are the normal pause at a step boundary, repeated recompilation of an aclop operator, and an
-operator that ran on the host CPU just before. With a timeline the host side of each device
-gap is inspected directly (evidence); without one, recompilation can only be suspected from
-the op's shape history and OP State, and a host-side op is never claimed.
+for another rank (cause `communication`, checked before every other). A long wait before a
+collective is communication too: the collective's stream waited for its peers (synchronisation
+across ranks), and the framework never compiles a collective online, so no compile API can
+explain it. The usual causes of the rest are the normal pause at a step boundary, repeated
+recompilation of an aclop operator, and an operator that ran on the host CPU just before. With
+a timeline the host side of each device gap is inspected directly (evidence); without one,
+recompilation can only be suspected from the op's shape history and OP State (and never for
+an aclnn operator or a collective), and a host-side op is never claimed.
 """
 
 from __future__ import annotations
@@ -27,8 +30,31 @@ COMMUNICATION_COVER = 0.5
 """Share of a device gap collectives of the same card must cover to make it a communication wait."""
 
 
+CAUSE_TEXT: dict[tuple[str, str], str] = {
+    ("recompilation", "evidence"): "the host was compiling an operator (a compile API on the host trace) during the wait",
+    ("recompilation", "suspected"): (
+        "suspected, no host trace to confirm it: the first run of this aclop op type with these "
+        "input shapes (or OP State dynamic), when an aclop operator compiles online"
+    ),
+    ("host_op", "evidence"): "the host was in a synchronising call, or launched nothing, during the wait",
+    ("communication", "evidence"): (
+        "the wait lies inside a collective or before one: the card waited for the other ranks"
+    ),
+    ("unexplained", "evidence"): "no host call or collective on the trace explains the wait",
+    ("unexplained", "suspected"): "no host trace: nothing in the capture tells what the host did",
+    ("expected", "evidence"): "the normal pause at a step boundary",
+}
+"""What each (cause, confidence) means, in the words the explorer's task detail shows."""
+
+
+def cause_text(cause: str, confidence: str) -> str:
+    """The meaning of a wait's cause at its confidence (CAUSE_TEXT), or "" for none."""
+    return CAUSE_TEXT.get((cause, confidence)) or CAUSE_TEXT.get((cause, "evidence"), "")
+
+
 def _gaps(tasks: pl.DataFrame, th: Thresholds) -> pl.DataFrame:
-    """The device gaps before long-wait tasks: row index, card, [start - wait, start)."""
+    """The device gaps before long-wait tasks: row index, card, [start - wait, start), and
+    whether the task after the gap is a collective."""
     return (
         tasks.with_row_index("row")
         .filter(pl.col("wait_us") >= th.long_wait_us)
@@ -37,6 +63,7 @@ def _gaps(tasks: pl.DataFrame, th: Thresholds) -> pl.DataFrame:
             "card",
             (pl.col("start_ns") - (pl.col("wait_us") * 1000).round(0).cast(pl.Int64)).alias("gap_start"),
             pl.col("start_ns").alias("gap_end"),
+            is_communication().fill_null(False).alias("before_collective"),
         )
     )
 
@@ -154,7 +181,9 @@ def attribute_waits(
     gaps = _gaps(tasks, th)
     expected = _expected(gaps, step_boundaries(tasks, events, steps))
     comm_cov = _overlap(gaps, _communication_spans(tasks), "comm")["comm"]
-    in_collective = comm_cov >= COMMUNICATION_COVER
+    # Inside a collective (covered by one) or just before one: either way synchronisation
+    # with the other ranks, never an online compile nor a host op.
+    in_collective = (comm_cov >= COMMUNICATION_COVER) | gaps["before_collective"]
     if events is not None and events.filter(pl.col("name").str.contains("@", literal=True)).height > 0:
         compile_cov = _overlap(gaps, _host_spans(events, COMPILE_PATTERN), "compile")["compile"]
         sync_cov = _overlap(gaps, _host_spans(events, SYNC_PATTERN), "sync")["sync"]

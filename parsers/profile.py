@@ -403,7 +403,7 @@ def open_profile(
     if derived and tasks_from != "db" and not replaced:  # a replaced one has its own note
         notes.append("op_statistic derived from the tasks (no op_statistic file)")
     if tasks_from == "timeline":
-        notes.append("tasks derived from the timeline (no op_summary): OP Type is the kernel name")
+        notes.append("tasks derived from the timeline (no op_summary): OP Type read from the kernel name")
     for path, why in ignored:
         notes.append(f"not read: {path.name} ({why})")
     profile = Profile(

@@ -20,10 +20,28 @@ COMMUNICATION_PROCESSES = ("Communication", "HCCL")
 _PADDLE_SUFFIX = r"\[[0-9.]+ (?:us|ms|ns|s)\]$"
 
 
+def kernel_op_type(name: pl.Expr) -> pl.Expr:
+    """The OP Type a kernel's name tells, as msprof writes it into the op_summary.
+
+    An aclnn kernel is named `aclnn<Api>_<Kernel>_<OpType>`: `aclnnInplaceCopy_SliceAiCore_Slice`
+    is a Slice, `aclnnArange_ArangeAiCore_Range` a Range, `aclnnMm_MatMulCommon_MemSet` a
+    MemSet, `aclnnFlashAttentionScore_FlashAttentionScore_FlashAttentionScore_varlen` a
+    FlashAttentionScore (the third field, up to the next `_`). This is what every aclnn row of
+    the real db and CSV samples pairs with its name (tests/test_kernel_op_types.py), but one:
+    msprof-analyze's 2025 kernel_details.csv types `aclnnMatmul_MatMulV3Common_MatMulV5`
+    MatMulV3. An aclop task launched by torch_npu's format conversion, `trans_<OpType>_<n>`, is
+    that OP Type. Any other name is kept whole: nothing in it tells its type reliably
+    (`Conv2D12`, `MaxPoolWithArgmaxV114`, `StatelessDropOutGenMask/DSASTATELESSGENBITMASK`).
+    """
+    aclnn = name.str.extract(r"^aclnn[A-Za-z0-9]+_[A-Za-z0-9]+_([A-Za-z0-9]+)", 1)
+    trans = name.str.extract(r"^trans_([A-Za-z][A-Za-z0-9]*)_\d+$", 1)
+    return pl.coalesce(aclnn, trans, name)
+
+
 def device_tasks(events: pl.DataFrame) -> pl.DataFrame:
     """Operator tasks of a timeline: `Ascend Hardware` kernels and the collectives.
 
-    The timeline has no OP Type: the event name (the kernel or op name) stands in for it.
+    The timeline has no OP Type: it is read from the kernel's name (`kernel_op_type`).
     Synchronisation (Notify Wait, EVENT_WAIT_SQE), memory copies (SDMA, MEMCPY_ASYNC) and
     markers (PROFILING_ENABLE) are not operator tasks: counted as compute they would swamp
     the kernels, and a marker far from the work would stretch the span. Collectives come
@@ -43,7 +61,7 @@ def device_tasks(events: pl.DataFrame) -> pl.DataFrame:
     columns = [
         pl.col("card"),
         pl.col("name").alias("op_name"),
-        pl.col("name").alias("op_type"),
+        kernel_op_type(pl.col("name")).alias("op_type"),
         pl.col("task_type"),
         pl.col("stream_id"),
         pl.col("task_id"),

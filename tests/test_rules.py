@@ -6,7 +6,7 @@ import polars as pl
 import pytest
 from tiny import event, profile, task
 
-from npuscope.analysis import Thresholds, diagnose
+from npuscope.analysis import Thresholds, diagnose, rules
 from npuscope.parsers import ProfileError
 
 
@@ -204,9 +204,16 @@ def test_dynamic_shape_only_when_every_state_is_dynamic():
 def test_data_gaps_lists_what_is_missing():
     (f,) = _rule(diagnose(profile([task("Add", 0, 1, state=None)])), "data_gaps")
     assert "no timeline" in f.title and "no OP State" in f.title and "no PMU" in f.title
-    assert "derived" in f.title
+    # A derived op_statistic is what msprof computes from the same tasks: a note, not a gap.
+    assert "derived" not in f.title
+    assert "only 1 operator task(s): a small sample" in f.title
     full = profile([task("Add", 0, 1)], [event("Node@launch", 0, 1)], pmu=True,
                    stat=_stat([("0", "Add", "AI_CORE", 1, 1.0, 1.0, 1.0, 1.0, 100.0)]))
+    (only,) = _rule(diagnose(full), "data_gaps")
+    assert only.count == 1 and "small sample" in only.title
+    many = [task("Add", 10 * i, 1) for i in range(rules.SMALL_SAMPLE_TASKS)]
+    full = profile(many, [event("Node@launch", 0, 1)], pmu=True,
+                   stat=_stat([("0", "Add", "AI_CORE", len(many), 100.0, 1.0, 1.0, 1.0, 100.0)]))
     assert _rule(diagnose(full), "data_gaps") == []
 
 

@@ -19,6 +19,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
 from npuscope.analysis import Finding
+from npuscope.analysis.waits import cause_text
 
 from ..digits import group_digits
 from .text_screen import NARROW_WIDTH
@@ -40,13 +41,6 @@ FIELDS: tuple[tuple[str, str], ...] = (
     ("op_state", "OP State"),
     ("block_num", "Block Num"),
 )
-CAUSE_TEXT = {
-    "recompilation": "the host was compiling an operator (aclopCompileAndExecute) during the wait",
-    "host_op": "the host was in a synchronising call during the wait",
-    "communication": "the wait lies inside a collective: the card waited for the others",
-    "unexplained": "no host call or collective explains the wait",
-    "expected": "a short wait, as between any two tasks",
-}
 
 
 def cell(value: Any) -> str:
@@ -125,7 +119,7 @@ class TaskScreen(ModalScreen[None]):
             wait = f"{cell(t.get('wait_us'))} us before this task"
             if cause:
                 confidence = t.get("wait_confidence") or ""
-                why = CAUSE_TEXT.get(cause, "")
+                why = cause_text(cause, confidence)
                 wait += f"; cause: {cause}" + (f" ({confidence})" if confidence else "") + (f": {why}" if why else "")
             yield Static(escape(wait), id="task-wait")
             if self.evidence:
