@@ -469,7 +469,7 @@ def _per_type(rows: pl.DataFrame, value: str) -> list[tuple[str, int, float]]:
 
 
 def _names(rows: pl.DataFrame, op_type: str, limit: int = 5) -> tuple[str, ...]:
-    names = rows.filter(pl.col("op_type") == op_type)["op_name"].unique(maintain_order=True)
+    names = rows.filter(pl.col("op_type") == op_type)["op_name"].drop_nulls().unique(maintain_order=True)
     return tuple(names.head(limit).to_list())
 
 

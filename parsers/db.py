@@ -8,7 +8,14 @@ PMU counters pivoted from TASK_PMU_INFO), the events frame holds the host APIs o
 as the timeline names them (`AscendCL@aclopCompileAndExecute`), and STEP_TIME gives steps.
 
 The file is opened strictly read-only (`mode=ro&immutable=1`): no lock, journal, -wal or -shm
-file is ever created beside it. Big tables are read through ADBC's SQLite driver into Arrow
+file is ever created beside it. Immutable also means SQLite ignores what lies beside the db: a
+live or unfinished export (a -wal holding committed changes, a hot -journal, a writer's lock)
+is first looked at by db_snapshot.py, which reads its committed state from a private copy
+when it must and says in a note what it found (`strict` refuses a live or unfinished one).
+Only tables are read: a view (which can run any query, one that never returns) or a virtual
+table named like one the reader needs is refused with one line; a BLOB where an id, a
+STRING_IDS reference or a time is expected is one line too, and a text value over 1 MB is
+cut to its first characters, with a note. Big tables are read through ADBC's SQLite driver into Arrow
 and handed to polars without a copy (3.8x faster than the sqlite3 module on a 2,000,000-row
 TASK table, with 40% of its memory: BENCHMARKS.md). ADBC types a column from its first rows;
 when a column holds odd values further down (an id stored as REAL or TEXT, a time as TEXT)
@@ -34,6 +41,7 @@ from urllib.parse import quote
 import polars as pl
 
 from .columns import EVENT_SCHEMA, NULL_VALUES, STEP_SCHEMA, TASK_ORDER, TASK_SCHEMA
+from .db_snapshot import take as take_snapshot
 from .errors import ProfileError, reading
 from .frames import canonical_tasks, communication_type, ns_to_us
 
@@ -45,6 +53,11 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 _TIME_MAX = 1 << 62
 _U64 = 1 << 64
 _NO_CONTEXT = "4294967295"  # TASK.contextId of a task without subtasks: `N/A` in op_summary
+TEXT_MAX_BYTES = 1 << 20
+"""A text value longer than this (a name, a shape) is cut to TEXT_KEEP characters, with a note."""
+TEXT_KEEP = 1000
+_VIRTUAL_RE = re.compile(r"\s*CREATE\s+VIRTUAL\s+TABLE\b", re.IGNORECASE)
+_FROM_RE = re.compile(r'(?:FROM|JOIN)\s+"((?:[^"]|"")+)"')
 BATCH_ROWS = 65536
 """Rows per batch of a query (ADBC infers a column's type from its first batch: keep it large);
 progress is reported and a cancel seen between batches (~0.05 s each)."""
@@ -204,6 +217,22 @@ def _text(v: object) -> str | None:
     return str(v)
 
 
+def _decode(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
+
+
+def _utf8(df: pl.DataFrame, columns: list[str]) -> bool:
+    """Whether the text columns ADBC handed over are valid UTF-8 (SQLite does not check what
+    is stored as TEXT; polars must never hold invalid UTF-8)."""
+    try:
+        for c in columns:
+            if df.schema[c] == pl.String:
+                df[c].cast(pl.Binary).cast(pl.String)
+    except pl.exceptions.PolarsError:
+        return False
+    return True
+
+
 def _clean(value: str | None, kind: str) -> str | None:
     """A STRING_IDS text as the CSV reader would give it: `N/A` is null, list quotes go."""
     if value is None or value in NULL_VALUES:
@@ -216,16 +245,20 @@ def _clean(value: str | None, kind: str) -> str | None:
 class _Db:
     """One read-only db: the schema, STRING_IDS, and queries into typed frames."""
 
-    def __init__(self, path: Path, hook: RowsHook | None = None, batch_rows: int = BATCH_ROWS) -> None:
+    def __init__(
+        self, path: Path, hook: RowsHook | None = None, batch_rows: int = BATCH_ROWS, strict: bool = False
+    ) -> None:
         self.path = path
         self.hook = hook
         self.batch_rows = batch_rows
         self.rows_read = 0  # over every query, for `hook`
         self.rows_expected = 0
         self._counts: dict[str, int] = {}
+        # The file itself, or a private copy of its committed state (a -wal, a hot -journal).
+        self.snapshot = take_snapshot(path, strict)
         # fsencode: a file name that is not UTF-8 still reaches SQLite byte for byte.
-        self.uri = "file:" + quote(os.fsencode(path.absolute())) + "?mode=ro&immutable=1"
-        self.notes: list[str] = []
+        self.uri = "file:" + quote(os.fsencode(self.snapshot.path.absolute())) + "?mode=ro&immutable=1"
+        self.notes: list[str] = list(self.snapshot.notes)
         # STRING_IDS, cleaned once per kind (ref, list) instead of once per row.
         self.keys = pl.Series("id", [], dtype=pl.Int64)
         self.values = {k: pl.Series("value", [], dtype=pl.String) for k in ("ref", "list")}
@@ -234,21 +267,38 @@ class _Db:
         self._adbc_db: Any = None
         try:
             self.con = sqlite3.connect(self.uri, uri=True)
+            self.con.text_factory = _decode  # a TEXT value that is not UTF-8 reads, with U+FFFD
         except sqlite3.Error as exc:
+            self.snapshot.close()
             raise _sqlite_error(path, exc) from None
+        except BaseException:
+            self.snapshot.close()
+            raise
         try:
             rows = self.con.execute(
-                "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"
+                "SELECT type, name, sql FROM sqlite_master WHERE type IN ('table', 'view')"
             ).fetchall()
         except sqlite3.Error as exc:
-            self.con.close()
+            self.close()
             raise _sqlite_error(path, exc) from None
+        except BaseException:
+            self.close()
+            raise
         self.tables: dict[str, str] = {}
-        for (name,) in rows:
-            if isinstance(name, str):
-                self.tables.setdefault(name.upper(), name)
+        self._not_tables: dict[str, str] = {}  # real name -> what it is instead (a view...)
+        for kind, name, sql in rows:
+            if isinstance(name, str) and name.upper() not in self.tables:
+                self.tables[name.upper()] = name
+                if kind != "table":
+                    self._not_tables[name] = "a view"
+                elif isinstance(sql, str) and _VIRTUAL_RE.match(sql):
+                    self._not_tables[name] = "a virtual table"
         self._columns: dict[str, dict[str, str]] = {}
-        self._open_adbc()
+        try:
+            self._open_adbc()
+        except BaseException:
+            self.close()
+            raise
 
     def _open_adbc(self) -> None:
         try:
@@ -273,7 +323,11 @@ class _Db:
                     res.close()
             except Exception:  # noqa: BLE001 - closing a read-only handle cannot lose data
                 pass
-        self.con.close()
+        self._adbc = self._adbc_db = None
+        try:
+            self.con.close()
+        finally:
+            self.snapshot.close()
 
     def __enter__(self) -> _Db:
         return self
@@ -284,7 +338,15 @@ class _Db:
     # -- schema
 
     def table(self, name: str) -> str | None:
-        return self.tables.get(name.upper())
+        """The real name of table `name`, or None; a view or virtual table by that name is
+        refused (it can run any query: one that never returns, or returns gigabytes)."""
+        real = self.tables.get(name.upper())
+        if real is not None and real in self._not_tables:
+            raise ProfileError(
+                f"{self.path}: {real} is {self._not_tables[real]}, not a table; a db export holds "
+                "tables only, so this file was made or edited by hand: export the profile again"
+            )
+        return real
 
     def columns(self, name: str) -> dict[str, str]:
         """Column names of a table, upper-cased name -> real name ({} if no such table)."""
@@ -327,12 +389,35 @@ class _Db:
         }
 
     def frame(self, sql: str, kinds: dict[str, str]) -> pl.DataFrame:
-        """The rows of `sql` (its columns named as in `kinds`) converted per kind."""
+        """The rows of `sql` (its columns named as in `kinds`) converted per kind; a text
+        value over TEXT_MAX_BYTES is cut to its first TEXT_KEEP characters, with a note."""
+        texts = [c for c, k in kinds.items() if k == "text"]
+        if not texts:
+            return self._frame(sql, kinds)
+        size = {c: f"length(CAST({_q(c)} AS BLOB))" for c in texts}
+        items = [
+            f"CASE WHEN {size[c]} > {TEXT_MAX_BYTES} THEN substr({_q(c)}, 1, {TEXT_KEEP}) "
+            f"ELSE {_q(c)} END AS {_q(c)}" if c in size else _q(c)
+            for c in kinds
+        ]
+        items.append("(" + " + ".join(f"coalesce({size[c]} > {TEXT_MAX_BYTES}, 0)" for c in texts) + ") AS _cut")
+        df = self._frame(f"SELECT {', '.join(items)} FROM ({sql})", {**kinds, "_cut": "int"})
+        cut = int(df["_cut"].sum() or 0)
+        if cut:
+            tables = ", ".join(dict.fromkeys(_FROM_RE.findall(sql))) or "the db"
+            self.notes.append(
+                f"{cut:,} text value(s) of {tables} over {TEXT_MAX_BYTES >> 20} MB cut to their first "
+                f"{TEXT_KEEP:,} characters (a name or shape is never that long: the file was made or "
+                "edited by hand)"
+            )
+        return df.drop("_cut")
+
+    def _frame(self, sql: str, kinds: dict[str, str]) -> pl.DataFrame:
         if self._adbc is not None:
             raw = self._adbc_frame(sql)
             if raw is not None and raw.columns == list(kinds) and all(
                 raw.schema[c] in _FAST_OK[k] for c, k in kinds.items()
-            ):
+            ) and _utf8(raw, [c for c, k in kinds.items() if k == "text"]):
                 self.rows_read += raw.height
                 df = raw
                 for c, k in kinds.items():  # one column at a time: a cancel is seen between them
@@ -342,6 +427,25 @@ class _Db:
         df = self._sqlite3_frame(sql, kinds)
         self.tick()
         return df
+
+    def _check_values(self, sql: str, name: str, kind: str, values: Iterable[object]) -> None:
+        """Refuse what the schema never holds: a BLOB where a number or id is expected, a
+        fractional number where a STRING_IDS id or a join key is (one line naming the column)."""
+        for v in values:
+            if isinstance(v, bytes):
+                what = "a BLOB (binary) value"
+            elif kind in ("ref", "list", "key") and isinstance(v, float) and not (math.isfinite(v) and v.is_integer()):
+                what = f"the fractional number {v!r}"
+            else:
+                continue
+            column = m.group(1) if (m := re.search(r'([\w."]+) AS ' + re.escape(_q(name)), sql)) else name
+            tables = ", ".join(dict.fromkeys(_FROM_RE.findall(sql))) or "the db"
+            expected = {"ref": "a STRING_IDS id", "list": "a STRING_IDS id", "key": "an INTEGER id",
+                        "id": "an INTEGER id", "float": "a number"}.get(kind, "an INTEGER")
+            raise ProfileError(
+                f"{self.path}: {tables} holds {what} in {column.split('.')[-1]}, where {expected} is "
+                "expected; the file was made or edited by hand: export the profile again"
+            )
 
     # -- progress
 
@@ -434,6 +538,8 @@ class _Db:
         del rows
         out = {}
         for (name, kind), values in zip(kinds.items(), cols):
+            if kind != "text":
+                self._check_values(sql, name, kind, values)
             data: list[object]
             if kind in ("time", "int", "key"):
                 data = [_int(v) for v in values]
@@ -847,7 +953,8 @@ def _with_step_ids(tasks: pl.DataFrame, steps: pl.DataFrame, tick: Callable[[], 
 
 
 def read_db(
-    path: Path, *, card: str | None = None, hook: RowsHook | None = None, batch_rows: int = BATCH_ROWS
+    path: Path, *, card: str | None = None, hook: RowsHook | None = None, batch_rows: int = BATCH_ROWS,
+    strict: bool = False,
 ) -> DbExport:
     """The canonical frames of one db export.
 
@@ -857,11 +964,13 @@ def read_db(
     query and between the steps that follow; whatever it raises ends the read. The expected
     rows are an estimate made before reading (each table's largest rowid, once per query that
     reads it), never below the rows read.
+    A db being written or left unfinished reads as its committed state, with a note
+    (`db_snapshot.refusal` finds it among the notes); `strict` refuses it instead.
     """
     path = Path(path)
     _check_file(path)
     try:
-        with _Db(path, hook, batch_rows) as db:
+        with _Db(path, hook, batch_rows, strict) as db:
             return _read(db, path, card)
     except sqlite3.Error as exc:
         raise _sqlite_error(path, exc) from None
@@ -891,15 +1000,6 @@ def _read(db: _Db, path: Path, card: str | None) -> DbExport:
     missing = [c for c in ("startNs", "endNs") if db.col("TASK", c) is None]
     if missing:
         raise ProfileError(f"{path}: the TASK table has no {' or '.join(missing)} column; export the profile again")
-    wal = Path(str(path) + "-wal")
-    try:
-        if wal.stat().st_size > 0:
-            db.notes.append(
-                f"{wal.name} beside the db holds changes that are not read (the export did not "
-                "close the db); open and close it once with sqlite3 to merge them"
-            )
-    except OSError:
-        pass
     _expect_rows(db)
     db.load_strings()
     cards = _Cards(db, card)

@@ -15,15 +15,15 @@ that needs them does not run.
 from __future__ import annotations
 
 import json
-import os
 import re
 import sqlite3
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import quote
 
+from .db_snapshot import committed_uri
+from .errors import ProfileError
 from .layout import Capture
 
 if TYPE_CHECKING:
@@ -133,18 +133,17 @@ def _info_files(folder: Path, nested: bool) -> dict[str, Path]:
 
 def _npu_info(db: Path) -> dict[str, str]:
     """device id -> chip name of a db export's NPU_INFO; empty when it has none."""
+    # The committed state (a -wal merged, a hot journal rolled back in a private copy), opened
+    # immutable: nothing is written beside the user's file.
     try:
-        # immutable=1: a WAL-mode db opened read-only would still get -shm / -wal files beside
-        # it, written into the user's folder.
-        con = sqlite3.connect("file:" + quote(os.fsencode(db.absolute())) + "?mode=ro&immutable=1", uri=True)
-    except (sqlite3.Error, OSError, ValueError):
+        with committed_uri(db) as uri:
+            con = sqlite3.connect(uri, uri=True)
+            try:
+                rows = con.execute("SELECT id, name FROM NPU_INFO").fetchall()
+            finally:
+                con.close()
+    except (sqlite3.Error, OSError, ValueError, ProfileError):
         return {}
-    try:
-        rows = con.execute("SELECT id, name FROM NPU_INFO").fetchall()
-    except sqlite3.Error:
-        return {}
-    finally:
-        con.close()
     return {str(i): str(n) for i, n in rows if n}
 
 

@@ -22,13 +22,12 @@ such frames has none.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from pathlib import Path
-from urllib.parse import quote
 
 import polars as pl
 
+from .db_snapshot import committed_uri
 from .errors import ProfileError
 from .layout import Capture
 from .training_files import conform, places
@@ -83,6 +82,12 @@ def stack_files(capture: Capture) -> list[tuple[str | None, Path]]:
         if path is not None:
             out.append((place.card, path))
     return out
+
+
+def _label(card: str | None, cards: tuple[str, ...]) -> str | None:
+    """The card of a source's stacks: a capture of one card is that card (a torch_npu rank's
+    folder says rank 0 while its tasks say Device_id 6), else the source's own."""
+    return cards[0] if len(cards) == 1 else card
 
 
 def user_frames(stacks: pl.Expr) -> pl.Expr:
@@ -169,54 +174,59 @@ def _frame(rows: list[tuple[object, ...]], schema: dict[str, type[pl.DataType]])
 
 def _db_query(path: Path, api_calls: bool) -> dict[str, pl.DataFrame] | None:
     """The db's framework operator calls, call chains and, with `api_calls`, the queue events and
-    CANN API calls; None when it has no call stacks."""
-    uri = "file:" + quote(os.fsencode(path.absolute())) + "?mode=ro&immutable=1"
+    CANN API calls; None when it has no call stacks. The committed state is read (db_snapshot);
+    a value of the wrong type (a BLOB thread id) is one line."""
     try:
-        con = sqlite3.connect(uri, uri=True)
-        try:
-            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            if not {"PYTORCH_API", "PYTORCH_CALLCHAINS", "STRING_IDS", "ENUM_API_TYPE"} <= tables:
-                return None
-
-            def of_type(kind: str, extra: str) -> list[tuple[object, ...]]:
-                return con.execute(
-                    f"SELECT a.startNs, a.endNs, a.globalTid, n.value, {extra} "
-                    "FROM PYTORCH_API a JOIN STRING_IDS n ON n.id = a.name "
-                    "LEFT JOIN STRING_IDS sh ON sh.id = a.inputShapes "
-                    f"WHERE a.type = (SELECT id FROM ENUM_API_TYPE WHERE name = '{kind}')"
-                ).fetchall()
-
-            out = {
-                "ops": _frame(
-                    of_type("op", "a.callchainId, sh.value"),
-                    {**_TIMES, "op_name": pl.String, "chain": pl.Int64, "input_shapes": pl.String},
-                ),
-                "chains": _frame(
-                    con.execute(
-                        "SELECT c.id, c.stackDepth, s.value FROM PYTORCH_CALLCHAINS c "
-                        "JOIN STRING_IDS s ON s.id = c.stack"
-                    ).fetchall(),
-                    {"chain": pl.Int64, "depth": pl.Int64, "frame": pl.String},
-                ),
-            }
-            if api_calls and {"CANN_API", "CONNECTION_IDS"} <= tables:
-                out["queue"] = _frame(
-                    of_type(
-                        "queue", "(SELECT MIN(ci.connectionId) FROM CONNECTION_IDS ci WHERE ci.id = a.connectionId)"
-                    ),
-                    {**_TIMES, "name": pl.String, "connection": pl.Int64},
-                )
-                out["cann"] = _frame(
-                    con.execute(
-                        "SELECT c.startNs, c.endNs, c.globalTid, s.value FROM CANN_API c JOIN STRING_IDS s ON s.id = c.name"
-                    ).fetchall(),
-                    {**_TIMES, "api": pl.String},
-                )
-            return out
-        finally:
-            con.close()
+        with committed_uri(path) as uri:
+            return _db_tables(uri, api_calls)
     except sqlite3.Error as exc:
         raise ProfileError(f"{path}: cannot read the call stacks ({exc})") from None
+    except (pl.exceptions.PolarsError, TypeError, ValueError, OverflowError) as exc:
+        raise ProfileError(f"{path}: the call stack tables hold values of the wrong type ({exc})") from None
+
+
+def _db_tables(uri: str, api_calls: bool) -> dict[str, pl.DataFrame] | None:
+    """`_db_query` of an open URI."""
+    con = sqlite3.connect(uri, uri=True)
+    try:
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not {"PYTORCH_API", "PYTORCH_CALLCHAINS", "STRING_IDS", "ENUM_API_TYPE"} <= tables:
+            return None
+
+        def of_type(kind: str, extra: str) -> list[tuple[object, ...]]:
+            return con.execute(
+                f"SELECT a.startNs, a.endNs, a.globalTid, n.value, {extra} "
+                "FROM PYTORCH_API a JOIN STRING_IDS n ON n.id = a.name "
+                "LEFT JOIN STRING_IDS sh ON sh.id = a.inputShapes "
+                f"WHERE a.type = (SELECT id FROM ENUM_API_TYPE WHERE name = '{kind}')"
+            ).fetchall()
+
+        out = {
+            "ops": _frame(
+                of_type("op", "a.callchainId, sh.value"),
+                {**_TIMES, "op_name": pl.String, "chain": pl.Int64, "input_shapes": pl.String},
+            ),
+            "chains": _frame(
+                con.execute(
+                    "SELECT c.id, c.stackDepth, s.value FROM PYTORCH_CALLCHAINS c JOIN STRING_IDS s ON s.id = c.stack"
+                ).fetchall(),
+                {"chain": pl.Int64, "depth": pl.Int64, "frame": pl.String},
+            ),
+        }
+        if api_calls and {"CANN_API", "CONNECTION_IDS"} <= tables:
+            out["queue"] = _frame(
+                of_type("queue", "(SELECT MIN(ci.connectionId) FROM CONNECTION_IDS ci WHERE ci.id = a.connectionId)"),
+                {**_TIMES, "name": pl.String, "connection": pl.Int64},
+            )
+            out["cann"] = _frame(
+                con.execute(
+                    "SELECT c.startNs, c.endNs, c.globalTid, s.value FROM CANN_API c JOIN STRING_IDS s ON s.id = c.name"
+                ).fetchall(),
+                {**_TIMES, "api": pl.String},
+            )
+        return out
+    finally:
+        con.close()
 
 
 def _outer_ops(data: dict[str, pl.DataFrame]) -> pl.DataFrame:
@@ -364,7 +374,7 @@ def read_optimizer_steps(
     them (with the caller's frame), else from the timeline's framework events."""
     parts = []
     for card, path in stack_files(capture):
-        label = card if card is not None else (cards[0] if len(cards) == 1 else None)
+        label = _label(card, cards)
         if label is not None and path.suffix == ".db":
             try:
                 parts.append(read_db_optimizer_steps(path, label))
@@ -377,12 +387,12 @@ def read_optimizer_steps(
 
 
 def read_stacks(capture: Capture, cards: tuple[str, ...], skip_damaged: bool = False) -> pl.DataFrame:
-    """The operator stacks of every card of the capture (STACK_SCHEMA); a source that does not
-    say its card takes the only card, else it is left out. With `skip_damaged`, a file that
+    """The operator stacks of every card of the capture (STACK_SCHEMA); a capture of one card
+    takes them all, a source that does not say its card is otherwise left out. With `skip_damaged`, a file that
     cannot be read is left out instead of raising ProfileError."""
     parts = []
     for card, path in stack_files(capture):
-        label = card if card is not None else (cards[0] if len(cards) == 1 else None)
+        label = _label(card, cards)
         if label is None:
             continue
         read = read_db_stacks if path.suffix == ".db" else read_operator_details
@@ -399,7 +409,7 @@ def read_api_frames(capture: Capture, cards: tuple[str, ...], skip_damaged: bool
     torch_npu db exports only (operator_details.csv says nothing of CANN API calls)."""
     parts = []
     for card, path in stack_files(capture):
-        label = card if card is not None else (cards[0] if len(cards) == 1 else None)
+        label = _label(card, cards)
         if label is not None and path.suffix == ".db":
             try:
                 parts.append(read_db_api_frames(path, label))
