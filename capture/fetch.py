@@ -11,12 +11,15 @@ to ``<host>-<time>`` at the end, with ``-2``, ``-3``... when that name is taken.
 
 The temporary folder (``.<name>.partial-<hex>``) is locked (`flock`) while a fetch writes it; a
 fetch killed on the way (kill -9, a crash) leaves it unlocked, and the next fetch into the same
-folder deletes it. With several hosts each one gets a subfolder named by `host_folders`: one
-name per host, never hidden, never ``.`` or ``..``, unique even where case does not count.
+folder deletes it. A fetch that fails (a lost connection, a full local disk) deletes its own
+temporary folder before it says why, and never another one. With several hosts each one gets a
+subfolder named by `host_folders`: one name per host, never hidden, never ``.`` or ``..``, unique
+even where case does not count.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import re
@@ -136,8 +139,24 @@ def staging_dir(out: Path, name: str) -> Path:
             if _lock(path):
                 return path
     except OSError as exc:
-        raise CaptureError(f"{out}: cannot write the capture there: {exc.strerror or exc}") from None
+        raise local_write_error(out, exc) from None
     raise CaptureError(f"{out}: cannot make a temporary folder")
+
+
+def local_write_error(out: Path, exc: OSError, hint: str = "", needed: int = 0) -> CaptureError:
+    """One line for a failure to write a fetch into `out`; a full disk (or quota) is said so,
+    with what the fetch needs (`needed` bytes) and what is free there now."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        try:
+            free = f"{shutil.disk_usage(out).free / 1e6:.1f} MB free"
+        except OSError:
+            free = ""
+        room = ", ".join(x for x in (f"the fetch needs about {needed / 1e6:.1f} MB" if needed else "", free) if x)
+        what = (f"the local disk is full ({exc.strerror}{'; ' + room if room else ''}): "
+                "free some space or give another --out")
+    else:
+        what = f"cannot write the fetched files there: {exc.strerror or exc}"
+    return CaptureError(f"{out}: {what}" + (f"; {hint}" if hint else ""))
 
 
 def _lock(path: Path) -> bool:
@@ -206,7 +225,11 @@ def unpack(tar_path: Path, dest: Path, stop: threading.Event | None = None) -> i
                 member.name = local_name(member.name)
                 tar.extract(member, dest, filter="data")
                 count += 1
-    except (tarfile.TarError, OSError) as exc:
+    except OSError as exc:
+        if exc.errno is not None:  # writing here failed (a full disk...): not the archive's fault
+            raise
+        raise CaptureError(f"the fetched archive could not be unpacked: {exc}") from None
+    except tarfile.TarError as exc:
         raise CaptureError(f"the fetched archive could not be unpacked: {exc}") from None
     return count
 

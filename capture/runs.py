@@ -289,12 +289,21 @@ ABANDONED_MIN = 10  # a run folder without a pid this old never started (upload 
 def clean_script(root: str) -> str:
     """Delete every run that has ended and was fetched, or failed, or was lost (no exit code and
     no process left), or never started (no pid after ABANDONED_MIN minutes: a failed upload);
-    keep running and unfetched ones."""
+    keep running and unfetched ones.
+
+    A run folder's age is its mtime against a file made now in the same folder: both stamped by
+    the clock that stamps the host's files (an NFS server's may differ from the host's own, and
+    the client's is never asked); `date` only when no file can be made (a full disk)."""
     return f"""cd {root_expr(root)}/runs 2>/dev/null || exit 0
-{ALIVE}for d in */; do
+{ALIVE}stamp() {{ _t=$(find "$1" -maxdepth 0 -printf '%T@' 2>/dev/null); _t=${{_t%.*}}; case $_t in ''|*[!0-9]*) return 1;; esac; echo "$_t"; }}
+ref=".npuscope-now.$$"; now=
+: > "$ref" 2>/dev/null && now=$(stamp "$ref"); rm -f "$ref"
+[ -n "$now" ] || now=$(date +%s)
+for d in */; do
   d=${{d%/}}
   if [ ! -s "$d/pid" ]; then  # starting, or never started
-    [ -n "$(find "$d" -maxdepth 0 -mmin +{ABANDONED_MIN} 2>/dev/null)" ] || continue
+    m=$(stamp "$d") || continue
+    [ $((now - m)) -gt {ABANDONED_MIN * 60} ] || continue
   else
     alive "$d" && continue  # running
     [ "$(cat "$d/exit" 2>/dev/null)" = 0 ] && [ ! -f "$d/fetched" ] && continue  # not fetched yet

@@ -30,7 +30,17 @@ from npuscope.text import has_control
 
 from . import bootstrap_source
 from .events import PHASES, Emit, Event, LogLine, Phase, PhaseStarted, Progressed, RunStarted, printable_event
-from .fetch import claim_folder, discard, host_folder, host_folders, parse_listing, path_bytes, staging_dir, unpack
+from .fetch import (
+    claim_folder,
+    discard,
+    host_folder,
+    host_folders,
+    local_write_error,
+    parse_listing,
+    path_bytes,
+    staging_dir,
+    unpack,
+)
 from .runs import (
     EXIT_MESSAGES,
     FULL_DISK_KIB,
@@ -98,12 +108,17 @@ class HostRun:
         self.root = ""
         self.run_dir = ""
         self.start = spec.start_step
+        self.fetch_bytes = 0  # what the fetch of the results writes locally (archive, then files)
 
     def phase(self, name: Phase, text: str = "") -> None:
         self.emit(PhaseStarted(self.host, name, text))
 
     def reattach_hint(self) -> str:
         return f"the job goes on: reattach with `npuscope capture --host {self.host} --attach {self.run_id}`"
+
+    def refetch_hint(self) -> str:
+        return (f"nothing was kept locally and the run is kept on the host: fetch it again with "
+                f"`npuscope capture --host {self.host} --attach {self.run_id}`")
 
     # --- start ---------------------------------------------------------------------------------
     async def resolve(self) -> Probe:
@@ -263,6 +278,7 @@ class HostRun:
         if not wanted:
             raise CaptureError(f"{self.host}: the run left no exported results in {self.run_dir}/out")
         total = sum(size for _, size in files)
+        self.fetch_bytes = 2 * total  # the archive, then its unpacked files beside it
         dest.mkdir(parents=True, exist_ok=True)
         tar_path = dest / ".fetch.tar"
         names = b"".join(path_bytes(p) + b"\0" for p, _ in files)
@@ -272,7 +288,12 @@ class HostRun:
 
         self.phase("fetch", f"fetching {len(files)} files ({total / 1e6:.1f} MB)")
         try:
-            await self.transport.download(tar_script(self.run_dir), names, tar_path, progress)
+            try:
+                await self.transport.download(tar_script(self.run_dir), names, tar_path, progress)
+            except CaptureError as exc:  # the connection, or the host's tar: one line and the way on
+                what = str(exc).removeprefix(f"{self.host}: ")
+                raise CaptureError(f"{self.host}: the fetch failed: {what}; {self.refetch_hint()}",
+                                   exc.log_tail) from None
             await _in_thread(unpack, tar_path, dest)
         finally:
             tar_path.unlink(missing_ok=True)
@@ -324,8 +345,11 @@ async def _collect(runs: list[HostRun], out: Path, name: str, emit: Emit) -> Out
         folder = claim_folder(staging, out, name)
     except OSError as exc:  # the local disk: full, or the folder went away
         discard(staging)
-        raise CaptureError(f"{out}: cannot write the fetched files: {exc.strerror or exc}") from None
-    except BaseException:
+        hint = (runs[0].refetch_hint() if len(runs) == 1 else
+                "nothing was kept locally and the runs are kept on their hosts: fetch each again with --attach")
+        needed = sum(r.fetch_bytes for r in runs) if all(r.fetch_bytes for r in runs) else 0
+        raise local_write_error(out, exc, hint, needed) from None
+    except BaseException:  # our own temporary folder goes, whatever ended the fetch
         discard(staging)
         raise
     for run in runs:

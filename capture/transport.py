@@ -62,6 +62,12 @@ def ssh_problem(host: str, stderr_lines: list[str]) -> str | None:
                 "ssh agent so that `ssh -o BatchMode=yes HOST true` works")
     if "could not resolve hostname" in low or "name or service not known" in low:
         return f"{host}: unknown host: not in DNS and no Host entry in the ssh config"
+    # An established connection that went away: the host or the network dropped it, or the
+    # host stopped answering (ServerAliveInterval x ServerAliveCountMax).
+    for marker in ("closed by remote host", "not responding", "client_loop:", "read from remote host"):
+        if marker in low:
+            line = next(ln for ln in stderr_lines if marker in ln.lower())
+            return f"{host}: the connection was lost ({line.rstrip('.')})"
     for marker, what in (("connection refused", "connection refused"),
                          ("timed out", "connection timed out"),
                          ("no route to host", "no route to host"),
@@ -165,7 +171,7 @@ class Transport:
         code, lines = done["result"].code, done["result"].stderr_lines()
         self._check(code, lines)
         if code != 0:
-            raise CaptureError(f"{self.host}: fetching the results failed: "
+            raise CaptureError(f"{self.host}: the remote command failed: "
                                f"{lines[-1] if lines else f'exit {code}'}", tuple(lines[-5:]))
 
 

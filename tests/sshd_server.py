@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -52,6 +53,59 @@ class SshServer:
     def log(self) -> str:
         return (self.folder / "sshd.log").read_text(errors="replace")
 
+    def session_pids(self) -> list[int]:
+        """The sshd processes serving connections now: the listener's descendants whose program
+        is sshd (the per-connection monitor and its session child), not the shells they run."""
+        children = _children()
+        found, todo = [], list(children.get(self.proc.pid, []))
+        while todo:
+            pid = todo.pop()
+            try:
+                exe = os.readlink(f"/proc/{pid}/exe")
+            except OSError:
+                continue
+            if Path(exe).name.startswith("sshd"):
+                found.append(pid)
+                todo.extend(children.get(pid, []))
+        return found
+
+    def served_pids(self) -> list[int]:
+        """The processes the connections run (shells, and what they started), not sshd itself."""
+        sessions = set(self.session_pids())
+        children = _children()
+        found, todo = [], [c for pid in sessions for c in children.get(pid, []) if c not in sessions]
+        while todo:
+            pid = todo.pop()
+            found.append(pid)
+            todo.extend(children.get(pid, []))
+        return found
+
+    def kill_sessions(self) -> list[int]:
+        """SIGKILL every sshd process serving a connection (the listener goes on): each client
+        sees its connection cut, as by a network failure or a host that drops it."""
+        pids = self.session_pids()
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return pids
+
+
+def _children() -> dict[int, list[int]]:
+    """Every process's children, read from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:  # ended meanwhile
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    return children
+
 
 def require_sshd() -> None:
     if SSHD.exists() and _which("ssh") and _which("ssh-keygen"):
@@ -78,7 +132,9 @@ def _keygen(path: Path) -> str:
     return (path.with_suffix(".pub")).read_text().strip()
 
 
-def start_sshd(folder: Path) -> SshServer:
+def start_sshd(folder: Path, extra_config: str = "") -> SshServer:
+    """An sshd serving `folder`'s throwaway keys; `extra_config` is appended to its config
+    (e.g. ``SetEnv PATH=...`` for the sessions of one test module)."""
     require_sshd()
     folder.mkdir(parents=True, exist_ok=True)
     user = getpass.getuser()
@@ -105,6 +161,7 @@ PrintMotd no
 LogLevel VERBOSE
 KexAlgorithms curve25519-sha256,curve25519-sha256@libssh.org
 """
+        + extra_config
     )
     key_type, key = host_pub.split()[:2]
     (folder / "known_hosts").write_text(f"[127.0.0.1]:{port} {key_type} {key}\n")
