@@ -278,15 +278,27 @@ def _number(raw: str, text: str, *, unit: bool = True) -> float:
     return number
 
 
+_LONG_NEEDLE = 256
+"""Needles longer than this are matched against the lowered column: Aho-Corasick's case-
+insensitive automaton costs time quadratic in the needle (20,000 characters: 1.4 s on 1,120
+names), and a regex of a long needle can pass the engine's size limit."""
+
+
 def _contains(column: str, needle: str) -> pl.Expr:
-    """Case-insensitive substring; Aho-Corasick for ASCII needles, a regex otherwise."""
+    """Case-insensitive substring; Aho-Corasick for short ASCII needles, a regex for other
+    short ones, a literal search in the lowered column for long ones (linear in both)."""
+    if len(needle) > _LONG_NEEDLE:
+        return pl.col(column).str.to_lowercase().str.contains(needle.lower(), literal=True)
     if needle.isascii():
         return pl.col(column).str.contains_any([needle], ascii_case_insensitive=True)
     return pl.col(column).str.contains("(?i)" + re.escape(needle))
 
 
 def _equals(column: str, value: str) -> pl.Expr:
-    """Case-insensitive whole-value match; `*` and `?` are globs."""
+    """Case-insensitive whole-value match; `*` and `?` are globs (a regex, for values of up to
+    _LONG_NEEDLE characters: longer ones compare the lowered column, the globs taken literally)."""
+    if len(value) > _LONG_NEEDLE or not any(c in value for c in "*?"):
+        return pl.col(column).str.to_lowercase() == value.lower()
     pattern = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in value)
     return pl.col(column).str.contains(f"(?is)^{pattern}$")
 

@@ -9,6 +9,8 @@ long_task_us = 1000.0
 
 from __future__ import annotations
 
+import math
+import stat
 import sys
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -53,9 +55,13 @@ class Thresholds:
     slow_link_pct: float = 50.0
     """A link whose bandwidth is below this % of the median of the links of its transport is slow (links of at least small_packet_mb)."""
     small_packet_mb: float = 1.0
-    """Mean data moved per collective call below which the call is small (msprof-analyze packet.yaml min_rdma_size 1 MB)."""
+    """Mean data a collective call moves over RDMA (or, where the size is not split by transport, in all) below which it is small (msprof-analyze packet.yaml min_rdma_size 1 MB)."""
+    small_sdma_mb: float = 16.0
+    """Mean data a collective call moves over SDMA (on the node: HCCS, PCIE, SIO) below which it is small (msprof-analyze packet.yaml min_sdma_size 16 MB)."""
+    small_calls_pct: float = 20.0
+    """Share (%) of a transport's calls (those that moved data on it) that must be small, more than this, for small_packets (msprof-analyze packet.yaml min_sdma_ratio / min_rdma_ratio 0.2)."""
     small_packet_pct: float = 20.0
-    """Share (%) of the card's communication time in small calls at or above which they are flagged (msprof-analyze: 0.2 of the calls)."""
+    """Share (%) of the card's communication time the small calls must also take, at or above which they are flagged (the time at stake; msprof-analyze counts calls only)."""
     memory_peak_pct: float = 90.0
     """Peak reserved memory, % of the device's capacity, at or above which it is flagged (needs the capacity)."""
     fusible_min_count: int = 1
@@ -78,29 +84,89 @@ class Thresholds:
 
     @classmethod
     def load(cls, path: str | Path) -> Thresholds:
+        """The thresholds of a rules file: a regular TOML file of at most RULES_FILE_BYTES whose
+        `[thresholds]` table (or top level) sets known keys to finite numbers in range
+        (`bounds`); anything else is one ProfileError naming the file and the key."""
         path = Path(path)
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ProfileError(f"{path}: rules file not found") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ProfileError(f"{path}: cannot read the rules file ({exc})") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ProfileError(f"{path}: invalid TOML: {exc}") from None
+        data = _toml_table(path)
         table = data.get("thresholds", data)
+        if not isinstance(table, dict):
+            raise ProfileError(f"{path}: thresholds must be a table of name = number, got {_shown(table)}")
         known = {f.name: f for f in fields(cls)}
         unknown = sorted(set(table) - set(known))
         if unknown:
-            raise ProfileError(
-                f"{path}: unknown threshold(s) {', '.join(unknown)}; known: {', '.join(known)}"
-            )
+            raise ProfileError(f"{path}: unknown threshold(s) {', '.join(unknown)}; known: {', '.join(known)}")
         values: dict[str, Any] = {}
         for name, value in table.items():
-            want = int if known[name].type in (int, "int") else float
+            whole = known[name].type in (int, "int")
             if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ProfileError(f"{path}: {name} must be a number, got {value!r}")
-            values[name] = want(value)
+                raise ProfileError(f"{path}: {name} must be a number, got {_shown(value)}")
+            low, high = bounds(name)
+            if not math.isfinite(value) or not low <= value <= high:
+                raise ProfileError(f"{path}: {name} = {_shown(value)} is out of range; use {low:g} to {high:g}")
+            if whole and value != int(value):
+                raise ProfileError(f"{path}: {name} must be a whole number, got {_shown(value)}")
+            values[name] = int(value) if whole else float(value)
         return replace(cls(), **values)
+
+
+RULES_FILE_BYTES = 1 << 20
+"""A rules file is a few lines: anything bigger is refused before it is read."""
+
+
+def bounds(name: str) -> tuple[float, float]:
+    """The values a threshold may take: shares from 0 (above 100 a share rule never fires, a
+    way to turn it off), times and sizes non-negative and below absurd (1e12 us is 11 days,
+    1e9 MB an exabyte), counts from 1."""
+    if name == "compile_cover":
+        return 0.0, 1.0
+    if name == "outlier_max_over_avg":
+        return 1.0, 1e9
+    if name == "evidence_rows":
+        return 1.0, 1000.0
+    if name.endswith("_pct"):
+        return 0.0, 10_000.0
+    if name.endswith("_us"):
+        return 0.0, 1e12
+    if name.endswith("_mb"):
+        return 0.0, 1e9
+    return 1.0, 1e9  # counts: calls, events, occurrences
+
+
+def _shown(value: object) -> str:
+    """A value of a rules file, short enough for a one-line error."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _toml_table(path: Path) -> dict[str, Any]:
+    """The TOML document of a rules file, or one ProfileError: not found, not a regular file
+    (a FIFO would block the read, a device never end), too big, unreadable, not TOML."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise ProfileError(f"{path}: rules file not found") from None
+    except OSError as exc:
+        raise ProfileError(f"{path}: cannot read the rules file ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ProfileError(f"{path}: the rules file is not a regular file")
+    if st.st_size > RULES_FILE_BYTES:
+        raise ProfileError(
+            f"{path}: the rules file is {st.st_size:,} bytes; a rules file is at most {RULES_FILE_BYTES:,}"
+        )
+    try:
+        with path.open("rb") as fh:
+            raw = fh.read(RULES_FILE_BYTES + 1)
+        if len(raw) > RULES_FILE_BYTES:
+            raise ProfileError(f"{path}: the rules file is over {RULES_FILE_BYTES:,} bytes")
+        doc: dict[str, Any] = tomllib.loads(raw.decode("utf-8"))
+        return doc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProfileError(f"{path}: cannot read the rules file ({exc})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ProfileError(f"{path}: invalid TOML: {exc}") from None
+    except RecursionError:
+        raise ProfileError(f"{path}: invalid TOML: arrays or tables nested too deep") from None
 
 
 def documented_defaults() -> list[tuple[str, object, str]]:

@@ -6,7 +6,8 @@ escape sequences in them (to move the cursor, rewrite the screen, set the window
 write to the clipboard with OSC 52), or a formula that a spreadsheet would run.
 `printable()` removes whole escape sequences (CSI, OSC, DCS, ...) and shows every other C0/C1
 control character, and DEL, as a visible ``\\xNN`` escape; newlines and tabs are kept.
-Unicode bidirectional controls (the marks, embeddings, overrides and isolates) are shown as
+Unicode bidirectional controls (the marks, embeddings, overrides and isolates) and zero-width
+characters (spaces, joiners, the BOM: they make two names that look the same) are shown as
 ``\\uNNNN``: left in, they reorder what a terminal shows ("Trojan Source"), so an op or host
 name could read as another.
 `one_line()` also escapes newlines, for listings. `whole_number()` reads a number a user
@@ -29,8 +30,9 @@ _SEQUENCE = re.compile(
     re.VERBOSE,
 )
 _BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"  # ALM, LRM, RLM, embeddings/overrides, isolates
-_CONTROL = re.compile(f"[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f{_BIDI}]")  # C0 but tab and newline, DEL, C1
-_CONTROL_OR_NEWLINE = re.compile(f"[\\x00-\\x08\\x0a-\\x1f\\x7f-\\x9f{_BIDI}]")
+_ZERO_WIDTH = "\u200b-\u200d\u2060\ufeff"  # zero-width space, (non-)joiners, word joiner, BOM
+_CONTROL = re.compile(f"[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f{_BIDI}{_ZERO_WIDTH}]")  # C0 but tab and newline, DEL, C1
+_CONTROL_OR_NEWLINE = re.compile(f"[\\x00-\\x08\\x0a-\\x1f\\x7f-\\x9f{_BIDI}{_ZERO_WIDTH}]")
 
 
 def _escape(match: re.Match) -> str:

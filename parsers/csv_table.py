@@ -57,7 +57,10 @@ def read_header(path: Path) -> list[str]:
         raise ProfileError(
             f"{path}: the header is not UTF-8 text (byte {exc.start}); is this an msprof CSV?"
         ) from None
-    return next(csv.reader([text.rstrip("\r\n")]))
+    try:
+        return next(csv.reader([text.rstrip("\r\n")]))
+    except csv.Error as exc:  # a header cell over the csv module's 128 KiB field limit
+        raise ProfileError(f"{path}: the header is not a CSV header ({exc}); is this an msprof CSV?") from None
 
 
 def _check_body(path: Path, header: list[str]) -> None:
@@ -136,9 +139,12 @@ def _line_of_value(path: Path, header: list[str], column: str, value: str) -> in
         return None
     with open(path, newline="", encoding="utf-8", errors="replace") as fh:
         reader = csv.reader(fh)
-        for row in reader:
-            if len(row) > col and row[col] == value and reader.line_num > 1:
-                return reader.line_num
+        try:
+            for row in reader:
+                if len(row) > col and row[col] == value and reader.line_num > 1:
+                    return reader.line_num
+        except csv.Error:  # a cell over the csv module's field limit: the line stays unknown
+            return None
     return None
 
 
@@ -515,8 +521,16 @@ def times_to_ns(values: pl.Series, unit_ns: int) -> pl.Series:
 _MAX_EPOCH_NS = 9_000_000_000_000_000_000
 
 
+_CARD_MARKS = "\ufeff\u200b\u200c\u200d\u2060 \t\r\"'"
+
+
 def _cast(spec: ColumnSpec, src: str) -> pl.Expr:
     col = pl.col(src)
+    if spec.name == "card":
+        # Files of several machines concatenated keep each one's BOM at the start of a line:
+        # `\ufeff0` would be a second card 0 that prints the same. Invisible marks and blanks
+        # around a card id are never part of it.
+        return col.str.strip_chars(_CARD_MARKS).alias(spec.name)
     if spec.kind == "str":
         return col.alias(spec.name)
     if spec.kind == "id":
@@ -617,6 +631,7 @@ def read_table(
     if start is not None:
         _check_starts(paths, df, start, next(n for n, s in matched.items() if s.kind == "start"))
     _check_numbers(paths, df, matched)
+    _check_cards(paths, df, matched)
     step(_PARSE_PERCENT + 15)
     ints = [pl.col(spec.name).cast(pl.Int64) for spec in matched.values() if spec.kind == "int"]
     if ints:
@@ -651,6 +666,26 @@ def _check_numbers(paths: Sequence[Path], df: pl.DataFrame, matched: dict[str, C
                 f"{paths[0]}: column {header.strip()!r} holds {what} on data row {row[0] + 1}, "
                 "not a usable number; the file is damaged or edited: export it again"
             )
+
+
+def _check_cards(paths: Sequence[Path], df: pl.DataFrame, matched: dict[str, ColumnSpec]) -> None:
+    """A Device_id cell that is empty (while others are not) or neither a device number nor
+    `host`: one line.
+
+    An id column left empty on every row is no damage: the capture's own card fills it."""
+    header = next((h for h, s in matched.items() if s.name == "card"), None)
+    if header is None or df["card"].null_count() == df.height:
+        return
+    # `host`: the host rows of api_statistic files (FORMATS.md).
+    bad = ~(pl.col("card").str.contains(r"^[0-9]{1,9}$") | (pl.col("card") == "host")).fill_null(False)
+    at = df.select(bad.arg_max().alias("at"), bad.any().alias("any")).row(0)
+    if at[1]:
+        value = df["card"][at[0]]
+        what = "an empty value" if value is None or value == "" else repr(value)
+        raise ProfileError(
+            f"{paths[0]}: column {header.strip()!r} holds {what} on data row {at[0] + 1}, not a device "
+            "number; the file is damaged or edited: export it again"
+        )
 
 
 def _check_starts(paths: Sequence[Path], df: pl.DataFrame, col: str, header: str) -> None:

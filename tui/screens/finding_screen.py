@@ -13,6 +13,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
 from npuscope.analysis import Finding
+from npuscope.text import printable
 
 from ..digits import group_digits
 from .text_screen import NARROW_WIDTH
@@ -45,14 +46,14 @@ def evidence_table(finding: Finding) -> Table:
     table = Table(expand=True, header_style="bold", box=None)
     rows = [
         (
-            escape(str(row.get("op_name"))),
-            escape(str(row.get("op_type"))),
-            escape(str(row.get("task_type"))),
+            escape(printable(str(row.get("op_name")))),
+            escape(printable(str(row.get("op_type")))),
+            escape(printable(str(row.get("task_type")))),
             f"{row.get('start_us') or 0:,.3f}",
             f"{row.get('duration_us') or 0:,.3f}",
             f"{row.get('wait_us') or 0:,.3f}",
             escape(str(row.get("wait_cause") or "-")),
-            escape(str(row.get("input_shapes") or "-")),
+            escape(printable(str(row.get("input_shapes") or "-"))),
         )
         for row in finding.evidence
     ]
@@ -94,7 +95,7 @@ class FindingScreen(ModalScreen[None]):
                 )
             )
             if f.op_names:
-                yield Static(escape("op names: " + ", ".join(f.op_names)))
+                yield Static(escape("op names: " + printable(", ".join(f.op_names))))
             yield Label("Evidence (worst first)", classes="section")
             empty = f"no {f.view} rows for this finding" if f.view else "no task rows for this finding"
             yield Static(evidence_table(f) if f.evidence else empty)

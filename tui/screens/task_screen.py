@@ -20,6 +20,7 @@ from textual.widgets import Label, Static
 
 from npuscope.analysis import Finding
 from npuscope.analysis.waits import cause_text
+from npuscope.text import printable
 
 from ..digits import group_digits
 from .text_screen import NARROW_WIDTH
@@ -72,7 +73,7 @@ def task_fields(task: dict[str, Any]) -> Table:
     table.add_column("value", overflow="fold", ratio=1)
     for key, title in FIELDS:
         if key in task:
-            table.add_row(title, escape(cell(task[key])))
+            table.add_row(title, escape(printable(cell(task[key]))))
     return table
 
 
@@ -84,7 +85,7 @@ def evidence_table(evidence: Sequence[dict[str, Any]]) -> Table:
     table.add_column("overlap (us)", justify="right", no_wrap=True)
     table.add_column("call (us)", justify="right", no_wrap=True)
     for e in evidence:
-        table.add_row(escape(str(e["name"])), e["kind"], f"{e['overlap_us']:,.3f}", f"{e['dur_us']:,.3f}")
+        table.add_row(escape(printable(str(e["name"]))), e["kind"], f"{e['overlap_us']:,.3f}", f"{e['dur_us']:,.3f}")
     return table
 
 
@@ -113,7 +114,7 @@ class TaskScreen(ModalScreen[None]):
         t = self.row_task
         cause = t.get("wait_cause") or ""
         with VerticalScroll(id="task", classes="dialog"):
-            yield Label(escape(f"{t.get('op_type')}  {t.get('op_name')}"), classes="dialog-title")
+            yield Label(escape(printable(f"{t.get('op_type')}  {t.get('op_name')}")), classes="dialog-title")
             yield Static(task_fields(t), id="task-fields")
             yield Label("Wait", classes="section")
             wait = f"{cell(t.get('wait_us'))} us before this task"

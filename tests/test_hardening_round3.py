@@ -1,0 +1,304 @@
+"""Hostile input, round 3: card ids with a BOM, giant CSV fields, non-numeric card ids, rules
+files of every wrong shape, a filter needle 100,000 characters long, a timeline event of a
+million duplicate keys, escape sequences and invisible characters on their way to a terminal.
+
+Each case is a real file written here (csv / json modules) and read through the CLI or the
+parser a user's command goes through; the growth checks compare ratios inside one test run.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from npuscope import cli
+from npuscope.analysis import Thresholds
+from npuscope.analysis.query import filter_stats, filter_tasks, parse_query
+from npuscope.parsers import open_profile
+from npuscope.parsers import timeline as timeline_mod
+from npuscope.text import one_line, printable
+
+DEMO = Path(__file__).resolve().parents[1] / "fixtures" / "demo" / "ascend_profiling"
+
+
+def _demo_copy(tmp_path: Path) -> tuple[Path, Path]:
+    root = tmp_path / "ascend_profiling"
+    shutil.copytree(DEMO, root)
+    (summary,) = root.rglob("op_summary_*.csv")
+    return root, summary
+
+
+def _rows(path: Path) -> list[list[str]]:
+    with path.open(newline="", encoding="utf-8") as fh:
+        return list(csv.reader(fh))
+
+
+def _write(path: Path, rows: list[list[str]]) -> None:
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        csv.writer(fh).writerows(rows)
+
+
+def _one_line_error(args: list[str], capsys: pytest.CaptureFixture[str], *words: str) -> str:
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Traceback" not in err, err
+    for word in words:
+        assert word in err, err
+    return err
+
+
+# --------------------------------------------------------------------------- 2. a BOM in a card id
+
+
+def test_a_bom_at_the_start_of_a_device_id_is_not_another_card(tmp_path, capsys):
+    root, summary = _demo_copy(tmp_path)
+    rows = _rows(summary)
+    card = rows[0].index("Device_id")
+    truth: dict[str, int] = {}
+    for i, row in enumerate(rows[1:]):
+        truth[row[card]] = truth.get(row[card], 0) + 1
+        if i % 2 == 0:  # half the rows, as files of several machines concatenated with their BOMs
+            row[card] = "\ufeff" + row[card]
+    _write(summary, rows)
+    prof = open_profile(root)
+    assert prof.cards == tuple(sorted(truth))
+    counts = dict(prof.tasks.group_by("card").len().iter_rows())
+    assert counts == truth
+    assert cli.main(["report", str(root), "--no-cache", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [c["card"] for c in doc["cards"]] == sorted(truth)
+
+
+# --------------------------------------------------------------------------- 6. fields and card ids
+
+
+def test_a_header_cell_over_the_csv_field_limit_is_one_line(tmp_path, capsys):
+    root, summary = _demo_copy(tmp_path)
+    rows = _rows(summary)
+    rows[0][-1] = "y" * 5_000_000
+    _write(summary, rows)
+    _one_line_error(["report", str(root), "--no-cache"], capsys, "header", summary.name)
+
+
+def test_a_5mb_cell_beside_a_bad_number_still_names_the_cell(tmp_path, capsys):
+    root, summary = _demo_copy(tmp_path)
+    rows = _rows(summary)
+    head = rows[0]
+    rows[3][head.index("Input Shapes")] = "1," * 2_500_000
+    rows[5][head.index("Task Duration(us)")] = "abc"
+    _write(summary, rows)
+    _one_line_error(["report", str(root), "--no-cache"], capsys, "Task Duration(us)", "'abc'")
+
+
+def test_a_5mb_shape_cell_reads(tmp_path):
+    root, summary = _demo_copy(tmp_path)
+    rows = _rows(summary)
+    column = rows[0].index("Input Shapes")
+    rows[3][column] = "1," * 2_500_000
+    _write(summary, rows)
+    prof = open_profile(root)
+    assert prof.tasks.height == len(rows) - 1
+    assert prof.tasks["input_shapes"].str.len_bytes().max() == 5_000_000
+
+
+@pytest.mark.parametrize(("cell", "shown"), [("abc", "'abc'"), ("", "an empty value"), ("0x1", "'0x1'")])
+def test_a_device_id_that_is_no_device_is_one_line(tmp_path, capsys, cell, shown):
+    root, summary = _demo_copy(tmp_path)
+    rows = _rows(summary)
+    rows[4][rows[0].index("Device_id")] = cell
+    _write(summary, rows)
+    err = _one_line_error(["report", str(root), "--no-cache"], capsys, "Device_id", shown, "data row 4")
+    assert summary.name in err
+    _one_line_error(["inspect", str(root), "--no-cache"], capsys, "Device_id")
+
+
+# --------------------------------------------------------------------------- 3. rules files
+
+BAD_RULES = {
+    "thresholds_is_a_number": ("thresholds = 5\n", "thresholds must be a table"),
+    "a_list": ("[thresholds]\nlong_task_us = [1, 2]\n", "long_task_us must be a number"),
+    "a_string": ('[thresholds]\nlong_task_us = "1000"\n', "long_task_us must be a number"),
+    "a_bool": ("[thresholds]\nlong_task_us = true\n", "long_task_us must be a number"),
+    "a_table": ("[thresholds.long_task_us]\nx = 1\n", "long_task_us must be a number"),
+    "inf": ("[thresholds]\nlong_task_us = inf\n", "long_task_us = inf is out of range"),
+    "minus_inf": ("[thresholds]\nlong_task_us = -inf\n", "long_task_us = -inf is out of range"),
+    "nan": ("[thresholds]\nlong_task_us = nan\n", "long_task_us = nan is out of range"),
+    "negative": ("[thresholds]\nlong_task_us = -3\n", "long_task_us = -3 is out of range"),
+    "huge": ("[thresholds]\nlong_task_us = 1e20\n", "long_task_us = 1e+20 is out of range"),
+    "overflowing": ("[thresholds]\nlong_task_us = 10e400\n", "long_task_us = inf is out of range"),
+    "share_over_any": ("[thresholds]\nfree_pct = 1e9\n", "free_pct = 1000000000.0 is out of range"),
+    "fraction_of_a_count": ("[thresholds]\nevidence_rows = 2.5\n", "evidence_rows must be a whole number"),
+    "zero_rows": ("[thresholds]\nevidence_rows = 0\n", "evidence_rows = 0 is out of range"),
+    "cover_over_one": ("[thresholds]\ncompile_cover = 1.5\n", "compile_cover = 1.5 is out of range"),
+    "unknown_key": ("[thresholds]\nlong_tusk_us = 5\n", "unknown threshold(s) long_tusk_us"),
+    "not_toml": ("[thresholds\n", "invalid TOML"),
+    "deep_arrays": ("x = " + "[" * 100_000 + "]" * 100_000 + "\n", "nested too deep"),
+    "deep_tables": ("x = " + "{a=" * 50_000 + "1" + "}" * 50_000 + "\n", "nested too deep"),
+    "too_big": ("# " + "x" * (2 << 20) + "\n", "at most"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_RULES))
+@pytest.mark.parametrize("command", ["report", "compare"])
+def test_a_bad_rules_file_is_one_line_naming_the_file(tmp_path, capsys, case, command):
+    text, words = BAD_RULES[case]
+    rules = tmp_path / f"{case}.toml"
+    rules.write_text(text)
+    args = ["report", str(DEMO)] if command == "report" else ["compare", str(DEMO), str(DEMO)]
+    err = _one_line_error([*args, "--no-cache", "--rules", str(rules)], capsys, words)
+    assert str(rules) in err
+
+
+def test_rules_file_values_in_range_are_kept(tmp_path):
+    rules = tmp_path / "ok.toml"
+    rules.write_text("[thresholds]\nlong_task_us = 2000\nevidence_rows = 3.0\nmemory_peak_pct = 180\n")
+    th = Thresholds.load(rules)
+    assert (th.long_task_us, th.evidence_rows, th.memory_peak_pct) == (2000.0, 3, 180.0)
+    assert isinstance(th.evidence_rows, int)
+
+
+def _report_rules(rules: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "npuscope", "report", str(DEMO), "--no-cache", "--rules", str(rules)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_a_fifo_or_a_device_as_rules_file_is_refused_at_once(tmp_path):
+    # A FIFO blocked the read for ever, /dev/zero through a link ran out of memory.
+    fifo = tmp_path / "rules.toml"
+    os.mkfifo(fifo)
+    zero = tmp_path / "zero.toml"
+    zero.symlink_to("/dev/zero")
+    for rules in (fifo, zero, tmp_path):
+        res = _report_rules(rules)
+        assert res.returncode == 2, res.stderr
+        assert res.stderr.strip().count("\n") == 0 and "not a regular file" in res.stderr, res.stderr
+
+
+# --------------------------------------------------------------------------- 8. growth
+
+
+def _seconds(work, repeat: int = 3) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        work()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+@pytest.mark.parametrize("key", ["name:", "type:", "shape:", "dtype:", "core:", ""])
+def test_filter_needles_grow_linearly(key):
+    # 1,000 -> 100,000 characters: 100x the needle may cost at most 200x the time (the
+    # Aho-Corasick automaton of the old code took 1.4 s at 20,000 characters, ~quadratic).
+    prof = open_profile(DEMO)
+
+    def run(n: int) -> float:
+        query = parse_query(key + "a" * n)
+        return _seconds(lambda: (filter_tasks(prof.tasks, query), filter_stats(prof.op_statistic, query)))
+
+    small, large = run(1_000), run(100_000)
+    assert large <= 200 * max(small, 1e-4), (small, large)
+    assert filter_tasks(prof.tasks, parse_query(key + "a" * 100_000)).height == 0
+
+
+def test_long_needles_still_match_case_insensitively():
+    prof = open_profile(DEMO)
+    name = prof.tasks["op_name"].drop_nulls().sort(descending=True)[0]
+    pad = "x" * 300
+    frame = prof.tasks.with_columns((prof.tasks["op_name"] + pad).alias("op_name"))
+    found = filter_tasks(frame, parse_query("name:" + (name + pad).upper()))
+    assert found.height == (prof.tasks["op_name"] == name).sum() > 0
+
+
+def _dup_key_timeline(path: Path, keys: int) -> None:
+    event = "{" + ",".join(f'"k":{i}' for i in range(keys))
+    event += ',"name":"Cast","ph":"X","ts":"1717575960000000.000","dur":3,"pid":1,"tid":1}'
+    meta = '{"ph":"M","name":"process_name","pid":1,"tid":0,"args":{"name":"Ascend Hardware"}}'
+    path.write_text("[" + meta + "," + event + "]")
+
+
+def test_a_timeline_event_of_many_duplicate_keys_grows_linearly(tmp_path):
+    # 10^4 -> 10^6 duplicate keys in one event: polars' reader was quadratic in them (17 MB:
+    # 51 s); such a piece now goes to orjson.
+    times = []
+    for keys in (10_000, 1_000_000):
+        path = tmp_path / f"msprof_{keys}.json"
+        _dup_key_timeline(path, keys)
+        times.append(_seconds(lambda path=path: timeline_mod.read_timeline([path]), repeat=2))
+        events = timeline_mod.read_timeline([path])
+        assert events.filter(events["ph"] == "X")["name"].to_list() == ["Cast"]
+    assert times[1] <= 200 * max(times[0], 1e-3), times
+
+
+def test_ordinary_pieces_stay_with_polars():
+    (trace,) = DEMO.rglob("msprof_*.json")
+    data = trace.read_bytes()
+    assert not timeline_mod._has_huge_object(data)
+    assert timeline_mod._has_huge_object(data[:100] + b" " * (1 << 17) + data[100:])
+
+
+# --------------------------------------------------------------------------- 9. text to a terminal
+
+
+def test_zero_width_and_bidi_characters_are_shown_escaped():
+    for mark in ("\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u202e", "\u2066"):
+        assert printable(f"a{mark}b") == f"a\\u{ord(mark):04x}b"
+        assert one_line(f"a{mark}b") == f"a\\u{ord(mark):04x}b"
+    assert printable("a\x1b[31mred\x1b[0m") == "ared"
+
+
+def test_inspect_shows_an_invisible_folder_name_escaped(tmp_path, capsys):
+    (prof,) = [p for p in DEMO.iterdir() if p.name.startswith("PROF_")]
+    hostile = tmp_path / ("PROF_000001_20240605100000123_AB\u202eCD\u200bEF")
+    shutil.copytree(prof, hostile)
+    assert cli.main(["inspect", str(tmp_path), "--no-cache"]) == 0
+    out = capsys.readouterr().out
+    assert "\u202e" not in out and "\u200b" not in out
+    assert "AB\\u202eCD\\u200bEF" in out
+
+
+def test_finding_titles_drawn_by_the_explorer_are_printable():
+    from npuscope.tui.digits import group_digits
+
+    title = "TransData\x1b[31m\x1b]0;pwned\x07 takes 47.6% of compute; 12345 calls"
+    shown = group_digits(title)
+    assert "\x1b" not in shown and "\x07" not in shown
+    assert shown == "TransData takes 47.6% of compute; 12,345 calls"
+
+
+def test_task_detail_and_finding_detail_strip_escapes(tmp_path):
+    from npuscope.analysis import Finding
+    from npuscope.tui.screens.finding_screen import evidence_table
+    from npuscope.tui.screens.task_screen import task_fields
+
+    hostile = "Cast\x1b[2J\x1b]52;c;cHduZWQ=\x07"
+    table = task_fields({"op_name": hostile, "op_type": hostile, "duration_us": 1.0})
+    cells = [str(c) for col in table.columns for c in col._cells]
+    assert all("\x1b" not in c and "\x07" not in c for c in cells), cells
+    finding = Finding(
+        rule="long_task",
+        severity="warning",
+        title=hostile,
+        card="0",
+        op_types=(hostile,),
+        op_names=(hostile,),
+        count=1,
+        time_us=1.0,
+        share_pct=1.0,
+        advice="-",
+        evidence=({"op_name": hostile, "op_type": hostile},),
+    )
+    rendered = [str(c) for col in evidence_table(finding).columns for c in col._cells]
+    assert all("\x1b" not in c for c in rendered), rendered
