@@ -165,6 +165,8 @@ class Comparison:
     long_wait_us: float
     verdict: str
     training: TrainingChanges = field(default_factory=TrainingChanges)  # steps, communication
+    # Why op_types is empty though both runs have tasks (one side has no op types), else "".
+    op_types_note: str = ""
 
 
 # --------------------------------------------------------------------------- op rows
@@ -376,7 +378,21 @@ def compare_runs(
         for c in sorted(set(new.cards) - paired_n, key=_card_order):
             per_card.append(CardChange(c, None, c, {k: Change(None, n_all[c][k]) for k in TOTAL_KEYS}))
 
-    if by == "shape":
+    untyped = _untyped_side(base, new)
+    op_note = ""
+    if untyped is not None:
+        # A Level0 run's tasks are all `unknown`: every type of the other run would read as
+        # new and `unknown` as vanished, a difference of capture level, not of the run.
+        typed = "NEW" if untyped == "BASE" else "BASE"
+        rows = "per-type rows" if by == "type" else "per-name + shape rows (no input shapes either)"
+        op_note = (
+            f"{untyped} has no op types (torch_npu Level0 leaves Type N/A on every task): {rows} are not "
+            f"comparable and are not listed; findings about op types can exist only in {typed}; capture "
+            "both at Level1 to compare op types"
+        )
+        notes.append(op_note)
+        ops: tuple[OpChange, ...] = ()
+    elif by == "shape":
         ops = _op_changes(_shape_rows(bd.tasks, base_cards), _shape_rows(nd.tasks, new_cards), by)
     else:
         ops = _op_changes(_type_rows(base, base_cards), _type_rows(new, new_cards), by)
@@ -410,7 +426,17 @@ def compare_runs(
         long_wait_us=th.long_wait_us,
         verdict=verdict,
         training=training,
+        op_types_note=op_note,
     )
+
+
+def _untyped_side(base: Profile, new: Profile) -> str | None:
+    """ "BASE" or "NEW" when that run's compute tasks carry no op type and the other's do
+    (a torch_npu Level0 capture beside a Level1 one), else None."""
+    b, n = base.types_known, new.types_known
+    if b == n:
+        return None
+    return "BASE" if not b else "NEW"
 
 
 def _diagnosis(

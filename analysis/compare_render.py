@@ -263,6 +263,10 @@ def render_comparison(c: Comparison, fmt: Format, *, top: int | None = 20) -> st
         out.append(f"{line}; was {b.time_us:,.0f} us" if (b.time_us or n.time_us) else line)
 
     what = "Op types" if c.by == "type" else "Op names + input shapes"
+    if c.op_types_note:
+        out += ["", f"{h2}{what}" if md else what, "not comparable: see the note above"]
+        out += _training_lines(c.training, md, top, len(c.pairs) > 1)
+        return printable("\n".join(out) + "\n")
     shown = c.op_types if top is None else c.op_types[:top]
     more = f", top {len(shown)} of {len(c.op_types)}" if len(shown) < len(c.op_types) else ""
     out += ["", f"{h2}{what} (by |delta|{more})" if md else f"{what} (by |delta|{more})"]

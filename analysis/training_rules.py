@@ -619,32 +619,69 @@ def slow_link(c: _Context, card: str) -> list[Finding]:
     ]
 
 
-def small_packets(c: _Context, card: str) -> list[Finding]:
-    """Collectives moving less than small_packet_mb per call, when they take at least
-    small_packet_pct of the card's communication time.
+# msprof-analyze's packet analysis (advisor PacketChecker, analyzer/communication/packet/
+# packet_checker.py at Ascend/msprof-analyze 3f57f1af570ba7af4ddaff5feba4c2b2b34b6871, reading
+# advisor/rules/en/packet.yaml: min_sdma_size 16 MB, min_rdma_size 1 MB, min_sdma_ratio and
+# min_rdma_ratio 0.2): per transport, a call whose Transit Size(MB) on it is under the size is
+# small (calls that moved nothing on it are not counted), and the transport is flagged when more
+# than the ratio of its calls are small. Here each op of the communication view is judged by its
+# mean size per call on each transport (sdma_mb, rdma_mb over count); a view that does not split
+# the size by transport (hand-made, or a source without it) is judged by RDMA's 1 MB, the smaller.
+_TRANSPORTS = (("SDMA", "sdma_mb"), ("RDMA", "rdma_mb"))
 
-    As msprof-analyze's packet analysis, calls that moved nothing (no transit size) are not
-    counted as small; unlike it, the share is of time (the time at stake), not of calls, and one
-    size applies whatever the transport (the view does not split a call by transport)."""
+
+def _small_calls(comm: pl.DataFrame, th: Thresholds) -> list[tuple[str, float, pl.DataFrame, int, int]]:
+    """(transport, its size threshold, its small ops, small calls, calls that moved data on it)."""
+    split = pl.col("sdma_mb").is_not_null() | pl.col("rdma_mb").is_not_null()
+    parts = [
+        (name, th.small_sdma_mb if name == "SDMA" else th.small_packet_mb, comm.filter(split), col)
+        for name, col in _TRANSPORTS
+    ]
+    parts.append(("collective", th.small_packet_mb, comm.filter(~split), "size_mb"))
+    out = []
+    for name, limit, rows, col in parts:
+        moved = rows.filter((pl.col("count") > 0) & (pl.col(col) > 0).fill_null(False))
+        small = moved.filter(pl.col(col) / pl.col("count") < limit)
+        if small.height:
+            out.append((name, limit, small, int(small["count"].sum() or 0), int(moved["count"].sum() or 0)))
+    return out
+
+
+def small_packets(c: _Context, card: str) -> list[Finding]:
+    """Collectives moving little data per call, per transport as msprof-analyze's packet
+    analysis judges them (SDMA under small_sdma_mb, RDMA under small_packet_mb, more than
+    small_calls_pct of the transport's calls), when those calls also take at least
+    small_packet_pct of the card's communication time (the time at stake: their elapse)."""
     comm = _of_card(c.views.communication, card)
     total = _total(comm, "total_us")
     if total <= 0:
         return []
-    small = comm.filter(
-        (pl.col("count") > 0) & (pl.col("size_mb") > 0) & (pl.col("size_mb") / pl.col("count") < c.th.small_packet_mb)
+    flagged = []
+    for name, limit, small, n_small, n_moved in _small_calls(comm, c.th):
+        calls_pct = 100.0 * n_small / n_moved if n_moved else 0.0
+        if calls_pct > c.th.small_calls_pct and _share(_total(small, "total_us"), total) >= c.th.small_packet_pct:
+            flagged.append((name, limit, small, n_small, n_moved))
+    if not flagged:
+        return []
+    small = pl.concat([f[2] for f in flagged], how="vertical").unique(
+        subset=["card", "op_type", "op_name"], keep="first", maintain_order=True
     )
     t = _total(small, "total_us")
     pct = _share(t, total)
-    if small.height == 0 or pct < c.th.small_packet_pct:
-        return []
     calls = int(small["count"].sum() or 0)
     mean_mb = _total(small, "size_mb") / calls if calls else 0.0
+    how = "; ".join(
+        f"{name} under {limit:g} MB: {n_small:,} of {n_moved:,} calls"
+        if name != "collective"
+        else f"under {limit:g} MB: {n_small:,} of {n_moved:,} calls"
+        for name, limit, _, n_small, n_moved in flagged
+    )
     return [
         c.finding(
             "small_packets",
             card,
             title=(
-                f"{calls:,} collective call(s) under {c.th.small_packet_mb:g} MB (mean {mean_mb * 1024:,.1f} KB) take "
+                f"{calls:,} collective call(s) moving little data ({how}; mean {mean_mb * 1024:,.1f} KB) take "
                 f"{t:,.0f} us = {pct:.1f}% of communication time"
             ),
             op_names=tuple(
@@ -655,7 +692,9 @@ def small_packets(c: _Context, card: str) -> list[Finding]:
             share_pct=pct,
             evidence=_rows(small, "total_us", c.th.evidence_rows),
             threshold=(
-                f"calls under {c.th.small_packet_mb:g} MB each >= {c.th.small_packet_pct:g}% of communication time"
+                f"calls under {c.th.small_sdma_mb:g} MB (SDMA) / {c.th.small_packet_mb:g} MB (RDMA) each, more than "
+                f"{c.th.small_calls_pct:g}% of the transport's calls and >= {c.th.small_packet_pct:g}% of "
+                "communication time"
             ),
             view="communication",
         )

@@ -27,7 +27,8 @@ Sources, most detailed first:
       the collectives' durations per op
 
 SDMA is the sum of the on-node links (HCCS, PCIE, SIO): the bandwidth view lists both, as
-the files do; an op's data size is SDMA + RDMA, never the sum of every row.
+the files do; an op's data size is SDMA + RDMA, never the sum of every row, and the view
+keeps each part (sdma_mb, rdma_mb) for the per-transport small-packet thresholds.
 """
 
 from __future__ import annotations
@@ -67,6 +68,10 @@ COMMUNICATION_SCHEMA: dict[str, pl.DataType] = {
     "sync_us": pl.Float64(),
     "size_mb": pl.Float64(),
     "bandwidth_gbps": pl.Float64(),
+    # The part of size_mb each transport moved: SDMA (on the node: HCCS, PCIE, SIO) and RDMA
+    # (between nodes); msprof-analyze's packet analysis judges each by its own size.
+    "sdma_mb": pl.Float64(),
+    "rdma_mb": pl.Float64(),
     "source": pl.String(),
 }
 BANDWIDTH_SCHEMA: dict[str, pl.DataType] = {
@@ -222,10 +227,17 @@ def communication_view(times: pl.DataFrame, bw: pl.DataFrame | None, source: str
         )
     )
     if bw is not None and bw.height:
+        rdma = pl.col("transport") == "RDMA"
+        sdma = pl.col("transport").is_in(("SDMA", *SDMA_LINKS))
         data = (
             _data_rows(bw.lazy())
             .group_by("card", "op_name")
-            .agg(pl.col("size_mb").sum(), pl.col("time_us").sum().alias("_data_us"))
+            .agg(
+                pl.col("size_mb").sum(),
+                pl.col("time_us").sum().alias("_data_us"),
+                pl.col("size_mb").filter(sdma).sum().alias("sdma_mb"),
+                pl.col("size_mb").filter(rdma).sum().alias("rdma_mb"),
+            )
         )
         per_op = per_op.join(data, on=["card", "op_name"], how="left").with_columns(_gbps("size_mb", "_data_us"))
     mapping = op_type_mapping(times["op_name"])
@@ -236,7 +248,7 @@ def communication_view(times: pl.DataFrame, bw: pl.DataFrame | None, source: str
         .alias("op_type"),
         pl.lit(source).alias("source"),
     )
-    missing = () if bw is not None and bw.height else ("size_mb", "bandwidth_gbps")
+    missing = () if bw is not None and bw.height else ("size_mb", "bandwidth_gbps", "sdma_mb", "rdma_mb")
     return _view(out, times["card"], COMMUNICATION_SCHEMA, "total_us", descending=True, missing=missing)
 
 

@@ -283,7 +283,7 @@ def open_profile(
             bytes_hook = within((src.db,), "db export")
             rows_hook = None if bytes_hook is None else partial(_rows_as_bytes, bytes_hook, files_size((src.db,)))
             read = _read_db_cached(
-                cache, src, task_columns, timeline, rows_hook, batch_rows, task_schema, event_columns
+                cache, src, task_columns, timeline, rows_hook, batch_rows, task_schema, event_columns, strict
             )
             advance((src.db,), "db export")
             tasks_parts.append(read.tasks)
@@ -321,6 +321,9 @@ def open_profile(
             )
             tasks_from = "op_summary"
             advance(src.tasks, "op summary")
+        # Newer torch_npu kernel_details carry the device (Device_id 6) while the source's card
+        # is the rank of profiler_info_<rank>.json (0): the rest of the source follows its tasks.
+        own = _tasks_card(tasks, src.card)
         if src.timeline:
             # Tasks taken from the timeline (no op_summary) need all of its columns.
             keep = event_keep if src.tasks else None
@@ -333,6 +336,7 @@ def open_profile(
                 )
                 if keep is not None:
                     events = with_event_columns(events)
+                events = _relabel(events, src.card, own)
             except ProfileError as exc:
                 if not src.tasks:  # the timeline is all there is
                     raise
@@ -352,7 +356,11 @@ def open_profile(
             read_stat = partial(
                 _read_statistic, src, hook=within(src.statistic, "op statistic"), piece_bytes=piece_bytes
             )
-            stat = _cached_table(cache, "statistic", src.statistic, read_stat, src.card, strict, parse_notes)
+            stat = _relabel(
+                _cached_table(cache, "statistic", src.statistic, read_stat, src.card, strict, parse_notes),
+                src.card,
+                own,
+            )
             if tasks is not None and tasks.height:
                 # One pass per card for both checks: the time check reuses it below when
                 # this is the profile's only tasks frame.
@@ -378,7 +386,8 @@ def open_profile(
             stat_parts.append(stat)
         if src.steps:
             read_steps = partial(_read_steps, src, hook=within(src.steps, "step trace"), piece_bytes=piece_bytes)
-            step_parts.append(_cached_table(cache, "steps", src.steps, read_steps, src.card, strict, parse_notes))
+            steps = _cached_table(cache, "steps", src.steps, read_steps, src.card, strict, parse_notes)
+            step_parts.append(_relabel(steps, src.card, own))
             advance(src.steps, "step trace")
     tasks = with_task_columns(_concat(tasks_parts)) if tasks_parts else empty_tasks()
     stat = _concat(stat_parts) if stat_parts else empty_statistic()
@@ -441,6 +450,23 @@ def open_profile(
     # compete with them for the CPU (on 2M rows it made them 3x slower).
     cache.start_writes()
     return profile
+
+
+def _tasks_card(tasks: pl.DataFrame | None, card: str | None) -> str | None:
+    """The one card a source's tasks name when it is not the source's own card, else None."""
+    if tasks is None or card is None or tasks.height == 0:
+        return None
+    cards = tasks["card"].unique()
+    return str(cards[0]) if cards.len() == 1 and cards[0] != card else None
+
+
+def _relabel(frame: pl.DataFrame, card: str | None, own: str | None) -> pl.DataFrame:
+    """`frame` with its rows of `card` moved to `own` (the card of the source's tasks)."""
+    if own is None or card is None or "card" not in frame.columns:
+        return frame
+    return frame.with_columns(
+        pl.when(pl.col("card") == card).then(pl.lit(own)).otherwise(pl.col("card")).alias("card")
+    )
 
 
 def _plan(
@@ -535,27 +561,43 @@ def _read_db_cached(
     batch_rows: int | None = None,
     task_schema: Schema | None = None,
     event_columns: Callable[[list[str]], list[str]] | None = None,
+    strict: bool = False,
 ) -> _DbFrames:
-    """The frames of a db export, each cached on its own, read from SQLite at most once."""
+    """The frames of a db export, each cached on its own, read from SQLite at most once.
+
+    The entries are keyed by the db and the `-wal` / `-journal` beside it (a WAL writer changes
+    only the `-wal`); with `strict`, a live or unfinished export is refused, cached or not."""
     from .db import BATCH_ROWS, read_db  # SQLite is only opened for db exports
+    from .db_snapshot import refusal
 
     assert src.db is not None
     db_path = src.db
+    keyed = (db_path, *(p for p in (db_path.with_name(db_path.name + s) for s in ("-wal", "-journal")) if p.exists()))
     memo: dict[str, DbExport] = {}
 
     def export() -> DbExport:
         if "x" not in memo:
-            memo["x"] = read_db(db_path, card=src.card, hook=hook, batch_rows=batch_rows or BATCH_ROWS)
+            memo["x"] = read_db(db_path, card=src.card, hook=hook, batch_rows=batch_rows or BATCH_ROWS, strict=strict)
         return memo["x"]
 
+    notes = cache.load_or_build(
+        "db_notes", keyed,
+        lambda: pl.DataFrame({"note": list(export().notes)}, schema=_NOTES_SCHEMA),
+        src.card,
+        schema=_NOTES_SCHEMA,
+    )
+    refused = refusal(notes["note"].to_list()) if strict else None
+    if refused is not None:
+        raise ProfileError(f"{db_path}: {refused}; leave out --strict to read it anyway")
+
     tasks = cache.load_or_build(
-        "db_tasks", (db_path,), lambda: export().tasks, src.card, columns=columns,
+        "db_tasks", keyed, lambda: export().tasks, src.card, columns=columns,
         schema=task_schema or including(empty_tasks().schema),
     )
     events = None
     if timeline:
         events = cache.load_or_build(
-            "db_events", (db_path,),
+            "db_events", keyed,
             lambda: _or_empty(export().events, EVENT_SCHEMA),
             src.card,
             schema=EVENT_SCHEMA,
@@ -565,16 +607,10 @@ def _read_db_cached(
         if events.height == 0:
             events = None
     steps = cache.load_or_build(
-        "db_steps", (db_path,),
+        "db_steps", keyed,
         lambda: _or_empty(export().steps, STEP_SCHEMA),
         src.card,
         schema=STEP_SCHEMA,
-    )
-    notes = cache.load_or_build(
-        "db_notes", (db_path,),
-        lambda: pl.DataFrame({"note": list(export().notes)}, schema=_NOTES_SCHEMA),
-        src.card,
-        schema=_NOTES_SCHEMA,
     )
     return _DbFrames(tasks, events, steps if steps.height else None, tuple(notes["note"].to_list()))
 

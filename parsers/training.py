@@ -23,7 +23,7 @@ immutable (db.py).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import polars as pl
@@ -57,8 +57,16 @@ from .memory_views import (
     top_ops_view,
 )
 from .profile import Profile
-from .steps import STEPS_SCHEMA, derive_steps, overlap_steps, read_step_trace_table, read_step_trace_time, step_windows
-from .training_files import DB, TEXT, Place, Reading, distinct, load_json_object, places, sort_cards
+from .steps import (
+    OVERLAP_PROCESS,
+    STEPS_SCHEMA,
+    derive_steps,
+    overlap_steps,
+    read_step_trace_table,
+    read_step_trace_time,
+    step_windows,
+)
+from .training_files import DB, TEXT, Place, Reading, device_of, distinct, load_json_object, places, sort_cards
 
 VIEWS = ("steps", "communication", "bandwidth", "links", "host_api", "memory", "memory_top_ops", "memory_curve")
 
@@ -104,6 +112,25 @@ class _Run:
     parts: dict[str, list[pl.DataFrame]] = field(default_factory=lambda: {v: [] for v in VIEWS})
     found: list[str] = field(default_factory=list)
     counted: bool = True  # False: the collectives' figures are not wanted (`read_training_views`)
+    # Layout card label -> the profile's card, where a source's tasks say another card than
+    # its folder (a torch_npu rank whose kernel_details' Device_id is not its rank).
+    relabel: dict[str, str] = field(default_factory=dict)
+    # Per view, files read but of no use, and why ("step_trace_time.csv has no Step values").
+    unusable: dict[str, list[tuple[str | None, str]]] = field(default_factory=dict)
+    places: tuple[Place, ...] = ()
+
+    @property
+    def events(self) -> pl.DataFrame | None:
+        """The profile's timeline events, on the cards of its tasks (see `relabel`)."""
+        events = self.profile.events
+        if events is None or not self.relabel:
+            return events
+        key = ("events", Path())
+        if key not in self.memo:
+            self.memo[key] = events.with_columns(pl.col("card").replace(self.relabel))
+        got = self.memo[key]
+        assert isinstance(got, pl.DataFrame)
+        return got
 
     @property
     def host_card(self) -> str:
@@ -190,7 +217,23 @@ def _steps_text(run: _Run, place: Place) -> pl.DataFrame | None:
     files = place.files("step_trace_time", "csv")
     if not files:
         return None
-    return run.table(files[0], "steps", lambda rows: read_step_trace_time(files, place.card, rows))
+    got = run.table(files[0], "steps", lambda rows: read_step_trace_time(files, place.card, rows))
+    if got is None:
+        return None
+    name = files[0].name
+    if got.height == 0:
+        run.unusable.setdefault("steps", []).append((place.card, f"{name} has no rows"))
+        return None
+    unnamed = got["step"].null_count()
+    if unnamed and got.height > 1:
+        # One row without a Step is the whole capture (torch_npu without step boundaries);
+        # several cannot be told apart, nor be a step beside numbered ones.
+        if unnamed == got.height:
+            run.unusable.setdefault("steps", []).append((place.card, f"{name} has no Step values"))
+            return None
+        run.reading.note(f"{name}: {unnamed:,} row(s) without a Step value left out (the other rows are steps)")
+        got = got.filter(pl.col("step").is_not_null())
+    return got
 
 
 def _steps_db(run: _Run, place: Place) -> pl.DataFrame | None:
@@ -284,7 +327,7 @@ def _host_events(run: _Run) -> bool:
     """Whether the profile's events hold `Level@api` host calls (asked once per run)."""
     key = ("host_events", Path())
     if key not in run.memo:
-        run.memo[key] = has_host_events(run.profile.events)
+        run.memo[key] = has_host_events(run.events)
     return bool(run.memo[key])
 
 
@@ -305,10 +348,11 @@ def _host_db(run: _Run, place: Place) -> pl.DataFrame | None:
     if path is None:
         return None
     profile = run.profile
-    if profile.source_kind == DB and profile.events is not None:
+    events = run.events
+    if profile.source_kind == DB and events is not None:
         # The profile's events are this db's CANN_API already.
         cards = [place.card] if place.card is not None else None
-        return host_api_from_events(profile.events, cards, "CANN_API")
+        return host_api_from_events(events, cards, "CANN_API")
     if _host_events(run):
         return None  # the timeline beside it holds the same calls: no second read of the db
 
@@ -445,26 +489,89 @@ def _from_files(run: _Run, place: Place) -> None:
 # --------------------------------------------------------------------------- derived sources
 
 
+def _places_of(run: _Run, cards: list[str]) -> list[Place]:
+    """The places whose files could hold rows of `cards` (a merged export's: every card)."""
+    return [p for p in run.places if p.card is None or p.card in cards]
+
+
+def _why_derived(
+    run: _Run,
+    view: str,
+    cards: list[str],
+    sources: tuple[tuple[str, Callable[[Place], Path | None]], ...],
+    extra: tuple[str, ...] = (),
+) -> tuple[str, str]:
+    """(lead, parenthesis) of a `<view> derived from the tasks` note that says only what was
+    read: files found but of no use lead it ("step_trace_time.csv has no Step values: "),
+    files a read refused are left out (their own note says why), the sources not found are
+    the parenthesis ("(no communication.json or ...)")."""
+    here = _places_of(run, cards)
+    absent: list[str] = []
+    for label, find in sources:
+        paths = [x for x in (find(p) for p in here) if x is not None]
+        if not paths:
+            absent.append(label)
+        elif not any(x in run.reading.failed for x in paths) and not _unusable(run, view, cards):
+            absent.append(label)  # found, read, no rows for these cards: none of theirs
+    absent += extra
+    unusable = _unusable(run, view, cards)
+    lead = unusable + ": " if unusable else ""
+    if len(absent) > 1:
+        named = ", ".join(absent[:-1]) + " or " + absent[-1]
+    else:
+        named = "".join(absent)
+    return lead, f" (no {named})" if absent else ""
+
+
+def _unusable(run: _Run, view: str, cards: list[str]) -> str:
+    """What was found of no use for `view` on `cards`, said once ("" for nothing)."""
+    said = [t for c, t in run.unusable.get(view, []) if c is None or c in cards]
+    return "; ".join(dict.fromkeys(said))
+
+
+def _step_file(p: Place) -> Path | None:
+    return p.file("step_trace_time", "csv")
+
+
+def _analysis_db(p: Place) -> Path | None:
+    return p.analysis_db
+
+
+def _cards_said(cards: list[str], every: list[str]) -> str:
+    return "" if cards == every else f" of card(s) {', '.join(cards)}"
+
+
 def _derived(run: _Run) -> None:
     profile = run.profile
     cards = list(profile.cards)
     tasks = profile.tasks
+    events = run.events
     steps_left = [c for c in cards if c not in run.covered("steps")]
     if steps_left:
         if profile.time_problem is not None:
             run.reading.note("steps not derived from the tasks: their start times are damaged")
         else:
             steps_from = "STEP_TIME" if profile.source_kind == DB else "step_trace"
-            windows = step_windows(tasks, profile.steps, profile.events, steps_left, steps_from)
-            if profile.events is not None:
-                run.add("steps", overlap_steps(profile.events, windows, steps_left))
+            windows = step_windows(tasks, profile.steps, events, steps_left, steps_from)
+            if events is not None and run.add("steps", overlap_steps(events, windows, steps_left)):
+                unusable = _unusable(run, "steps", [c for c in steps_left if c in run.covered("steps")])
+                if unusable:  # said where the steps came from instead
+                    run.reading.note(f"{unusable}: steps from the timeline's Overlap Analysis")
             left = [c for c in steps_left if c not in run.covered("steps")]
             if left:
                 derived = derive_steps(tasks, windows, left)
                 if run.add("steps", derived):
+                    has_overlap = events is not None and bool((events["process"] == OVERLAP_PROCESS).any())
+                    lead, why = _why_derived(
+                        run,
+                        "steps",
+                        left,
+                        (("step_trace_time.csv", _step_file), ("StepTraceTime", _analysis_db)),
+                        () if has_overlap else ("Overlap Analysis",),
+                    )
                     run.reading.note(
-                        "steps derived from the tasks (no step_trace_time.csv, StepTraceTime or Overlap "
-                        "Analysis): compute and communication are the unions of their task intervals in each step"
+                        f"{lead}steps{_cards_said(left, cards)} derived from the tasks{why}: compute and "
+                        "communication are the unions of their task intervals in each step"
                     )
                 whole = [c for c in left if windows.told_by.get(c) == "capture"]
                 if whole:
@@ -474,16 +581,53 @@ def _derived(run: _Run) -> None:
                     )
     comm_left = [c for c in cards if c not in run.covered("communication")]
     if comm_left and run.add("communication", communication_from_tasks(tasks, comm_left)):
-        run.reading.note(
-            "communication derived from the tasks (no communication.json, CommAnalyzer tables, "
-            "COMMUNICATION_OP or communication_statistic): counts and durations only"
+        lead, why = _why_derived(
+            run,
+            "communication",
+            comm_left,
+            (
+                ("communication.json", lambda p: p.file("communication", "json")),
+                ("CommAnalyzer tables", _analysis_db),
+                ("COMMUNICATION_OP", lambda p: p.db),
+                ("communication_statistic", lambda p: p.file("communication_statistic", "csv")),
+            ),
         )
-    if profile.events is not None and "host" not in run.covered("host_api"):
+        run.reading.note(
+            f"{lead}communication{_cards_said(comm_left, cards)} derived from the tasks{why}: counts and durations only"
+        )
+    if events is not None and "host" not in run.covered("host_api"):
         # (`host` rows of an api_statistic count every card's calls: none are added per card.)
         covered = run.covered("host_api")
         left_host = [c for c in [*cards, "host"] if c not in covered]
         source = "CANN_API" if profile.source_kind == DB else "timeline"
-        run.add("host_api", host_api_from_events(profile.events, left_host, source))
+        run.add("host_api", host_api_from_events(events, left_host, source))
+
+
+def _profile_places(profile: Profile) -> tuple[tuple[Place, ...], dict[str, str]]:
+    """The capture's places on the cards of the profile's tasks, and the labels changed.
+
+    The layout labels a torch_npu rank by its profiler_info_<rank>.json; newer kernel_details
+    carry a Device_id, which the tasks keep (a rank 2 on device 4, a lone capture on card 6).
+    The training-level files of a source belong to the card its tasks are on: with one source
+    and one card that card, else the Device_id of the source's tasks file when it is one of
+    the profile's cards."""
+    got = places(profile.capture)
+    cards = profile.cards
+    relabel: dict[str, str] = {}
+    out: list[Place] = []
+    for p in got:
+        card = p.card
+        if card is not None and card not in cards:
+            if len(got) == 1 and len(cards) == 1:
+                card = cards[0]
+            else:
+                said = device_of(p.tasks)
+                card = said if said is not None and said in cards else card
+        if card != p.card and p.card is not None and card is not None:
+            relabel[p.card] = card
+            p = replace(p, card=card)
+        out.append(p)
+    return tuple(out), relabel
 
 
 def read_training_views(profile: Profile, *, strict: bool = False, collectives: bool = True) -> TrainingViews:
@@ -496,7 +640,8 @@ def read_training_views(profile: Profile, *, strict: bool = False, collectives: 
     a whole read, so the other views, `found` and the notes are those of a whole read.
     """
     run = _Run(profile, Reading(strict=strict), counted=collectives)
-    for place in places(profile.capture):
+    run.places, run.relabel = _profile_places(profile)
+    for place in run.places:
         _from_files(run, place)
     _derived(run)
     if not collectives:

@@ -17,6 +17,7 @@ ProfileError.
 
 from __future__ import annotations
 
+import csv
 import math
 import os
 import re
@@ -56,6 +57,7 @@ class Place:
     folders: tuple[Path, ...]
     db: Path | None = None
     analysis_db: Path | None = None
+    tasks: tuple[Path, ...] = ()  # the source's op_summary / kernel_details (which card it says)
 
     def files(self, stem: str, ext: str) -> tuple[Path, ...]:
         """The newest export of `<stem>[_<ids>][_slice_<k>][_<ts>].<ext>` in the folders
@@ -112,16 +114,50 @@ def places(capture: Capture) -> tuple[Place, ...]:
         for path in (*src.text_files, *((src.db,) if src.db is not None else ())):
             if path.parent not in folders:
                 folders.append(path.parent)
-        if capture.layout == "file" and not any(p.parent.name in _EXPORT_FOLDERS for p in src.files):
-            # A single file opened on its own: nothing beside it is part of the request.
+        if (
+            capture.layout == "file"
+            and not _is_dir(capture.path)
+            and not any(p.parent.name in _EXPORT_FOLDERS for p in src.files)
+        ):
+            # A single file opened on its own: nothing beside it is part of the request (a
+            # folder opened, flat or not, is: its api_statistic.csv beside op_summary.csv).
             folders = []
         analysis = next((f / "analysis.db" for f in folders if _is_file(f / "analysis.db")), None)
-        out.append(Place(src.card, tuple(folders), src.db, analysis))
+        out.append(Place(src.card, tuple(folders), src.db, analysis, src.tasks))
     return tuple(out)
+
+
+def device_of(paths: tuple[Path, ...]) -> str | None:
+    """The `Device_id` of the first data row of a tasks CSV (newer torch_npu kernel_details
+    carry one), or None: no such column, no row, not a number, unreadable. Two lines are read."""
+    if not paths:
+        return None
+    try:
+        with open(paths[0], newline="", encoding="utf-8", errors="replace") as fh:
+            reader = csv.reader(fh)
+            header = next(reader, None)
+            row = next(reader, None)
+    except (OSError, csv.Error):
+        return None
+    if not header or not row:
+        return None
+    names = [h.strip().lstrip("\ufeff") for h in header]
+    if "Device_id" not in names:
+        return None
+    i = names.index("Device_id")
+    value = row[i].strip() if i < len(row) else ""
+    return value if value.isascii() and value.isdigit() else None
 
 
 # Folders whose other files belong to the export even when one file of them was opened.
 _EXPORT_FOLDERS = ("ASCEND_PROFILER_OUTPUT", "mindstudio_profiler_output", "summary", "timeline")
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
 
 
 def _is_file(path: Path) -> bool:
@@ -145,6 +181,7 @@ class Reading:
 
     strict: bool = False
     notes: list[str] = field(default_factory=list)
+    failed: set[Path] = field(default_factory=set)  # files a read refused (each has its note)
 
     def note(self, text: str) -> None:
         text = " ".join(text.split())
@@ -158,6 +195,7 @@ class Reading:
         except ProfileError as exc:
             if self.strict:
                 raise
+            self.failed.add(path)
             self.note(f"{exc} ({what} not read from it)")
         except (
             sqlite3.Error,
@@ -175,6 +213,7 @@ class Reading:
             message = f"{path}: cannot be read ({reason}); export it again"
             if self.strict:
                 raise ProfileError(message) from None
+            self.failed.add(path)
             self.note(f"{message} ({what} not read from it)")
         return None
 
