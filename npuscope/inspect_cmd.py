@@ -8,8 +8,9 @@ from pathlib import Path
 
 import polars as pl
 
-from npuscope.parsers import Profile
+from npuscope.parsers import Profile, ProfileError
 from npuscope.parsers.frames import is_communication
+from npuscope.parsers.msprof_op import Kernel, read_msprof_op
 from npuscope.parsers.profile import LAYOUT_NAMES
 from npuscope.text import printable
 
@@ -36,6 +37,13 @@ def _rel(path: Path, root: Path) -> str:
 
 
 def run_inspect(args: argparse.Namespace) -> int:
+    if args.path:
+        from npuscope.parsers.layout import msprof_op_alone
+
+        alone = msprof_op_alone(args.path)
+        if alone:
+            _print_msprof_op(Path(args.path), alone)
+            return 0
     ranks = None
     if args.path and args.capture is None:
         from npuscope.parsers.cluster import rank_folders
@@ -47,6 +55,46 @@ def run_inspect(args: argparse.Namespace) -> int:
     ) as prof:
         _print(prof, args, ranks)
     return 0
+
+
+def _kernel_line(kernel: Kernel) -> str:
+    block = "-" if kernel.block_dim is None else f"{kernel.block_dim:,}"
+    if kernel.mix_block_dim is not None:
+        block += f" (mix {kernel.mix_block_dim:,})"
+    duration = "-" if kernel.duration_us is None else f"{kernel.duration_us:,.3f} us"
+    where = f"  in {kernel.launch}" if kernel.launch else ""
+    return f"{kernel.op_name}  {kernel.op_type or '-'}  {duration}  block dim {block}  device {kernel.device or '-'}{where}"
+
+
+def _msprof_op_lines(folders: tuple[Path, ...], root: Path, files: bool) -> list[str]:
+    """What each msprof op folder holds: its kernels (and, alone, its files), or why not."""
+    lines = []
+    for folder in folders:
+        try:
+            op = read_msprof_op(folder)
+        except ProfileError as exc:
+            lines.append(f"msprof op {_rel(folder, root)}: UNREADABLE: {exc}\n")
+            continue
+        lines.append(f"msprof op {_rel(folder, root) if folder != root else folder.name}: {len(op.kernels):,} kernel(s)\n")
+        for i, kernel in enumerate(op.kernels):
+            lines.append(f"  [{i}] {_kernel_line(kernel)}\n")
+            if files:
+                lines += [f"      {_rel(p, root)}  {_size(p)}\n" for p in kernel.files]
+            lines += [f"      note: {n}\n" for n in kernel.notes]
+        lines += [f"  note: {n}\n" for n in op.notes]
+    return lines
+
+
+def _print_msprof_op(path: Path, folders: tuple[Path, ...]) -> None:
+    """`inspect` of msprof op folders with no capture beside them."""
+    root = path if path.is_dir() else path.parent
+    out = [
+        f"path      {path.resolve()}\n",
+        f"layout    msprof op (per-kernel profile of `msprof op`: {len(folders):,} folder(s))\n",
+        *_msprof_op_lines(folders, root, files=True),
+        "report    npuscope report PATH [--op NAME|#N]: pipe utilisation, memory traffic, L2, block dim, bound\n",
+    ]
+    sys.stdout.write(printable("".join(out)))  # folder and kernel names are untrusted text
 
 
 # The card table's columns: the card left-aligned in 6, the figures right-aligned in at least
@@ -146,3 +194,5 @@ def _print(prof: Profile, args: argparse.Namespace, ranks: list[tuple[str, Path]
         out("views     none found\n")
     for note in views.notes:
         out(f"note      {note}\n")
+    for line in _msprof_op_lines(prof.capture.msprof_op, root, files=False):
+        out(line)

@@ -27,6 +27,12 @@ from .loading import profile_for_command, views_for_command
 
 def run_report(args: argparse.Namespace) -> int:
     thresholds = Thresholds.from_file(args.rules)
+    if args.path:
+        from npuscope.parsers.layout import msprof_op_alone
+
+        alone = msprof_op_alone(args.path)
+        if alone:
+            return _run_msprof_op(args, thresholds, alone)
     if args.path and args.capture is None:
         from npuscope.parsers.cluster import rank_folders
 
@@ -57,6 +63,39 @@ def run_report(args: argparse.Namespace) -> int:
             sys.stdout.write(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n")
         else:
             sys.stdout.write(render(report, args.format))
+    return 0
+
+
+# --------------------------------------------------------------------------- msprof op alone
+
+def _run_msprof_op(args: argparse.Namespace, thresholds: Thresholds, folders: tuple[Path, ...]) -> int:
+    """`report` of msprof op folders with no capture: the kernels, and the op report of the
+    one `--op` names (or the only one); JSON: every kernel's figures and its bound."""
+    import dataclasses
+
+    from npuscope.analysis.op_report import kernel_bound, msprof_op_report
+    from npuscope.parsers.msprof_op import read_msprof_op
+
+    ops = [read_msprof_op(f) for f in folders]
+    min_pct = thresholds.bound_min_pct
+    if args.format == "json":
+        doc = {
+            "schema": "npuscope.msprof_op/1",
+            "folders": [
+                {
+                    "path": str(op.path.resolve()),
+                    "notes": list(op.notes),
+                    "simulator_files": len(op.simulator),
+                    "kernels": [
+                        {**dataclasses.asdict(k), "bound": kernel_bound(k, min_pct)} for k in op.kernels
+                    ],
+                }
+                for op in ops
+            ],
+        }
+        sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2, default=str).decode() + "\n")
+        return 0
+    sys.stdout.write(msprof_op_report(ops, args.op, min_pct))
     return 0
 
 

@@ -1,11 +1,18 @@
 """Where the files are: captures, cards and the file set of each, for every export layout.
 
-Only names and folder structure are looked at here (no file is parsed), so discovery of a
-folder with GBs of exports is instant. See FORMATS.md section 1 for the layouts.
+Names and folder structure decide (no file is parsed), so discovery of a folder with GBs of
+exports is instant. See FORMATS.md section 1 for the layouts. Two exceptions, both bounded:
+when no name matches anything, the `*.json` / `*.csv` files of the folder given are
+recognised by the first 64 KB of their content (`sniff_trace`, `sniff_csv`; the largest
+`MAX_SNIFFED` of them: a capture found by name is never joined by stray files), and a
+single trace JSON's first 64 KB tell a torch_npu timeline from an msprof one. `msprof op`
+folders (`OPPROF_*`, parsers/msprof_op.py) are found by name too and attached to the
+captures beside them (`Capture.msprof_op`); alone they raise `MsprofOpOnly`.
 """
 
 from __future__ import annotations
 
+import csv
 import os
 import re
 from collections import defaultdict
@@ -38,6 +45,26 @@ DB_RE = re.compile(r"^(?:msprof_(\d+)|(?:ascend_pytorch|ascend_mindspore)_profil
 PADDLE_SUFFIX = ".paddle_trace.json"
 TORCH_DIR_RE = re.compile(r"_ascend_(pt|ms)$")
 _MAX_DEPTH = 4
+# `msprof op` writes OPPROF_<timestamp>_<random>/ (Ascend/msopprof docs, msopprof_user_guide.md);
+# a folder holding OpBasicInfo.csv is one too whatever its name (real copies are renamed).
+OPPROF_PREFIX = "OPPROF_"
+OPBASIC_RE = re.compile(r"^OpBasicInfo(?:_\d+)?\.csv$")
+SNIFF_BYTES = 64 << 10
+"""How much of a file no name matches is read to tell what it is."""
+MAX_SNIFFED = 16
+"""At most this many such files of the folder given are read (the largest first: profile
+files are big, and a folder of thousands of small unrelated files stays instant)."""
+_TRACE_MARKERS = (
+    '"Ascend Hardware"', '"CANN"', '"Overlap Analysis"', '"AscendCL@', '"HostToDevice',
+    '"Physic Stream Id"', '"Task Type"',
+)
+"""Strings of msprof / torch_npu timelines (FORMATS.md section 4): their process names, host
+API names, flows and device task args."""
+_TORCH_MARKERS = ('"cpu_op"', '"torch_to_npu"', '"async_npu"')
+"""Event categories only torch_npu's trace_view.json has (its framework-side events, which
+open the file), beside the process name `Python` (sample: fixtures/samples/torch_npu_ascend_pt)."""
+_STRING_TS = re.compile(r'"ts"\s*:\s*"\d')
+_PYTHON_PROCESS = re.compile(r'"name"\s*:\s*"process_name"[^{}]*"args"\s*:\s*\{\s*"name"\s*:\s*"Python"')
 
 Layout = Literal["era_b", "era_a", "torch_npu", "mindspore", "paddle", "file"]
 
@@ -70,10 +97,128 @@ class Capture:
     sources: tuple[Source, ...]
     stamp: str = ""  # sortable capture time, newest first
     notes: tuple[str, ...] = field(default=())
+    msprof_op: tuple[Path, ...] = ()  # `msprof op` folders found beside it (parsers/msprof_op.py)
 
     @property
     def files(self) -> tuple[Path, ...]:
         return tuple(p for s in self.sources for p in s.files)
+
+
+class MsprofOpOnly(ProfileError):
+    """The path holds `msprof op` folders and no capture: `report` / `inspect` read them
+    (parsers/msprof_op.py); the explorer says so in one line."""
+
+    title = "An msprof op folder"
+
+    def __init__(self, root: Path, folders: tuple[Path, ...]) -> None:
+        names = ", ".join(f.name for f in folders[:3]) + (", ..." if len(folders) > 3 else "")
+        super().__init__(
+            f"{root}: an msprof op folder ({names}: the per-kernel profile of `msprof op`), not a "
+            f"training capture; `npuscope report {root}` prints its op report, `npuscope inspect "
+            f"{root}` what it holds"
+        )
+        self.root = root
+        self.folders = folders
+
+
+def is_msprof_op_folder(folder: Path) -> bool:
+    """An `msprof op` output folder: named OPPROF_*, or holding an OpBasicInfo CSV."""
+    if folder.name.startswith(OPPROF_PREFIX):
+        return True
+    try:
+        return any(OPBASIC_RE.match(e.name) and _entry_is_file(e) for e in os.scandir(folder))
+    except OSError:
+        return False
+
+
+def msprof_op_alone(path: str | os.PathLike[str]) -> tuple[Path, ...]:
+    """The msprof op folders at `path` when it holds nothing else (a capture of their own
+    kind), else (): then `discover` gives the captures, with these folders attached."""
+    try:
+        discover(path)
+    except MsprofOpOnly as only:
+        return only.folders
+    except ProfileError:
+        return ()
+    return ()
+
+
+def _read_prefix(path: Path, size: int = SNIFF_BYTES) -> bytes:
+    """The first `size` bytes of a file (b"" when it cannot be read): what content sniffing
+    looks at; the one place it opens files (tests count the calls)."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(size)
+    except OSError:
+        return b""
+
+
+def sniff_trace(prefix: bytes) -> Literal["torch_npu", "msprof", "paddle"] | None:
+    """What a JSON file's first bytes say it is: a torch_npu trace_view (its `cpu_op` /
+    `torch_to_npu` / `async_npu` events with string `ts`, or a `Python` process), an msprof
+    timeline (an Ascend process name, host API or device task arg: `_TRACE_MARKERS`), Paddle's
+    trace (an object with `traceEvents` and `span_index` / `ProfileStep#`), or None. Every one
+    is a Chrome trace: `ph` and `ts` keys."""
+    text = prefix.decode("utf-8", "ignore").lstrip("\ufeff \t\r\n")
+    if not text.startswith(("[", "{")) or '"ph"' not in text or '"ts"' not in text:
+        return None
+    if text.startswith("{") and '"traceEvents"' in text and ('"span_index"' in text or "ProfileStep#" in text):
+        return "paddle"
+    if _PYTHON_PROCESS.search(text) or (any(m in text for m in _TORCH_MARKERS) and _STRING_TS.search(text)):
+        return "torch_npu"
+    if any(m in text for m in _TRACE_MARKERS):
+        return "msprof"
+    return None
+
+
+def sniff_csv(prefix: bytes) -> Literal["tasks", "statistic"] | None:
+    """What a CSV file's first line says it is: an op_summary / kernel_details header
+    (`Task Duration(us)` or `Duration(us)` with `OP Type` or `Type`) or an op_statistic one
+    (`OP Type`, `Core Type`, `Ratio(%)`); the rules of csv_table.sniff_kind, on a prefix."""
+    end = prefix.find(b"\n")
+    if end < 0:
+        return None
+    line = prefix[:end].rstrip(b"\r")
+    if line.startswith(b"\xef\xbb\xbf"):
+        line = line[3:]
+    try:
+        header = {h.strip() for h in next(csv.reader([line.decode("utf-8")]), [])}
+    except (UnicodeDecodeError, csv.Error):
+        return None
+    if header & {"Task Duration(us)", "Duration(us)"} and header & {"OP Type", "Type"}:
+        return "tasks"
+    if {"OP Type", "Core Type", "Ratio(%)"} <= header:
+        return "statistic"
+    return None
+
+
+def _named(name: str) -> bool:
+    """Whether discovery takes a file by its name alone."""
+    return _parse_name(name) is not None or bool(DB_RE.match(name)) or name.endswith(PADDLE_SUFFIX)
+
+
+def _sniff_folder(entries: list[os.DirEntry[str]], found: dict[str, list[Any]]) -> None:
+    """Profile files of the folder given that no name matches, by their content (bounded)."""
+    candidates = []
+    for entry in entries:
+        lower = entry.name.lower()
+        if entry.name.startswith(".") or not lower.endswith((".json", ".csv")) or _named(entry.name):
+            continue
+        if OPBASIC_RE.match(entry.name) or not _entry_is_file(entry):
+            continue
+        try:
+            size = entry.stat().st_size
+        except OSError:
+            continue
+        if size > 0:
+            candidates.append((size, entry.name, Path(entry.path)))
+    candidates.sort(key=lambda c: (-c[0], c[1]))
+    for _, name, path in candidates[:MAX_SNIFFED]:
+        prefix = _read_prefix(path)
+        kind = sniff_trace(prefix) if name.lower().endswith(".json") else sniff_csv(prefix)
+        if kind is not None:
+            found["sniffed"].append((path, kind))
+    found["unsniffed"].extend(p for _, _, p in candidates[MAX_SNIFFED:])
 
 
 def _is_dir(path: Path) -> bool:
@@ -315,12 +460,18 @@ def _subdirs(folder: Path) -> list[Path]:
         return []
 
 
-def _file_capture(path: Path) -> Capture:
+def _file_capture(path: Path, sniffed: str | None = None) -> Capture:
+    """The capture of one file; `sniffed`: what its content was already found to be."""
     name = path.name
     if name.endswith(PADDLE_SUFFIX):
         return _paddle_capture([path], path)
+    if OPBASIC_RE.match(name):
+        raise MsprofOpOnly(path.parent, (path.parent,))
     if path.suffix == ".json":
-        return Capture(name, path, "file", (Source(None, timeline=(path,)),), name)
+        # A torch_npu trace_view (renamed or not) says so in its first events (sniff_trace).
+        kind = sniffed if sniffed is not None else sniff_trace(_read_prefix(path))
+        layout: Layout = "torch_npu" if kind == "torch_npu" else "file"
+        return Capture(name, path, layout, (Source(None, timeline=(path,)),), name)
     if path.suffix == ".db":
         return Capture(name, path, "file", (Source(None, db=path),), name)
     if path.suffix.lower() == ".csv":
@@ -366,6 +517,9 @@ def _scan(folder: Path, depth: int, found: dict[str, list[Any]]) -> None:
     if TORCH_DIR_RE.search(name) or name == "ASCEND_PROFILER_OUTPUT":
         found["torch"].append(folder)
         return
+    if name.startswith(OPPROF_PREFIX):
+        found["msprof_op"].append(folder)
+        return
     if DEVICE_RE.match(name):
         src = _device_source(folder)
         if src is not None:
@@ -382,10 +536,14 @@ def _scan(folder: Path, depth: int, found: dict[str, list[Any]]) -> None:
         raise _denied(folder) from None
     except OSError:
         return
+    if any(OPBASIC_RE.match(e.name) and _entry_is_file(e) for e in entries):
+        found["msprof_op"].append(folder)  # an msprof op folder renamed (OPPROF_001)
+        return
     for entry in entries:
         if entry.name.endswith(PADDLE_SUFFIX) and _entry_is_file(entry):
             found["paddle"].append(Path(entry.path))
     if depth == 0:
+        found["root_entries"] = entries  # sniffed by content if no name matches anything
         loose = _source(_card_from_path(folder / "_"), folder)
     else:  # a db export copied out on its own
         db = pick_db(folder)
@@ -442,6 +600,14 @@ def discover(path: str | os.PathLike[str]) -> list[Capture]:
         )
     if found["paddle"]:
         captures.append(_paddle_capture(found["paddle"], root))
+    if not captures and not found["raw"]:
+        _sniff_folder(found["root_entries"], found)
+        captures.extend(_file_capture(p, kind) for p, kind in found["sniffed"])
+    opprof = tuple(found["msprof_op"])
+    if not captures and opprof:
+        raise MsprofOpOnly(root, opprof)
+    if opprof:
+        captures = [replace(c, msprof_op=opprof) for c in captures]
     if not captures and found["unreadable"]:
         raise _denied(found["unreadable"][0])
     if not captures:
@@ -456,11 +622,17 @@ def discover(path: str | os.PathLike[str]) -> list[Capture]:
             "mindstudio_profiler_output/, device_N/summary|timeline, *_ascend_pt/, "
             "op_summary*.csv, op_statistic*.csv, msprof*.json, kernel_details.csv, "
             "trace_view.json, msprof_*.db, ascend_pytorch_profiler_*.db, *.paddle_trace.json "
-            "up to 4 levels down); point npuscope at "
+            "up to 4 levels down, OPPROF_* folders, and by content the largest "
+            f"{MAX_SNIFFED} .json / .csv files of the folder{_unsniffed(found)}); point npuscope at "
             "an exported profile"
         )
     captures.sort(key=lambda c: stamp_seconds(c), reverse=True)
     return captures
+
+
+def _unsniffed(found: dict[str, list[Any]]) -> str:
+    left = len(found["unsniffed"])
+    return f": {left:,} smaller one(s) not looked into; give a file directly" if left else ""
 
 
 def stamp_seconds(capture: Capture) -> float:
