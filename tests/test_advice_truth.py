@@ -238,3 +238,22 @@ def test_timeline_only_capture_types_its_aclnn_kernels(tmp_path, capsys):
     types = {row["op_type"] for card in doc["cards"] for row in card["op_statistic"]}
     assert not any(t.startswith("aclnn") for t in types)
     assert {n.split("_")[2] for n in kernels} <= types
+
+
+def test_free_time_leaves_out_only_what_the_operator_rules_blame(tmp_path, capsys):
+    # Planted recompilation on the slow rank: its long waits are blamed on recompilation (first
+    # calls of aclop shapes, never a collective) and free_time reports the rest of the free time.
+    cluster = generate_cluster(
+        tmp_path / "gen", ranks=2, rows=400, timeline=False, problems=("free_time", "slow_rank", "recompilation")
+    ).root
+    root = sorted(p for p in cluster.iterdir() if p.is_dir())[0]
+    (trace,) = root.rglob("step_trace_time.csv")
+    with trace.open(newline="") as fh:
+        free = sum(float(r["Free"]) for r in csv.DictReader(fh))
+    found = _findings(_report_json(root, capsys=capsys))
+    recompilation = [f for f in found if f["rule"] == "recompilation"]
+    assert recompilation and not any(t.startswith("hcom_") for f in recompilation for t in f["op_types"])
+    blamed = sum(f["time_us"] for f in recompilation)
+    (free_time,) = [f for f in found if f["rule"] == "free_time"]
+    assert 0 < blamed < free
+    assert free_time["time_us"] == pytest.approx(free - blamed, rel=1e-6)

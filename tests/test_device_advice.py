@@ -41,7 +41,13 @@ NPU_TERMS = (
 )  # fmt: skip
 """Words of an Ascend NPU's stack: none may reach a finding, its advice or a KPI of another device."""
 NPU_ONLY_ADVICE = (
-    "ai_cpu", "recompilation", "aclop_share", "dynamic_shape", "custom_kernel", "low_parallelism", "dominant_aclnn",
+    "ai_cpu",
+    "recompilation",
+    "aclop_share",
+    "dynamic_shape",
+    "custom_kernel",
+    "low_parallelism",
+    "dominant_aclnn",
 )
 
 
