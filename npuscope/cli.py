@@ -160,6 +160,12 @@ def build_explorer_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    from .address_space import prepare
+
+    too_small = prepare()  # before polars is imported: it configures polars' allocator
+    if too_small is not None:
+        print(f"npuscope: {too_small}", file=sys.stderr)
+        return 2
     if not argv or argv[0] not in SUBCOMMANDS:
         args = build_explorer_parser().parse_args(argv)
         try:
@@ -177,7 +183,10 @@ def main(argv: list[str] | None = None) -> int:
         return code
     args = parser.parse_args(argv)
     from npuscope.parsers import ProfileError
+    from npuscope.parsers.memory import analysing
     from npuscope.text import one_line
+
+    analysing(args.command != "inspect")
 
     try:
         if args.command == "inspect":
@@ -209,7 +218,10 @@ def main(argv: list[str] | None = None) -> int:
 def run_explorer(args: argparse.Namespace) -> int:
     """Check the path before the UI starts (bad input exits 2 with one line), then run."""
     from npuscope.parsers import ProfileError
+    from npuscope.parsers.memory import analysing
     from npuscope.text import one_line
+
+    analysing(True)
 
     try:
         from npuscope.analysis import Thresholds

@@ -26,8 +26,9 @@ from npuscope.fixtures.generate import generate_cluster
 from npuscope.parsers import open_profile
 from npuscope.parsers.timeline_tasks import kernel_op_type
 
-REAL = Path(__file__).resolve().parents[2] / "shared" / "samples" / "real"
-SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "samples"
+SAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "samples"
+REAL = SAMPLES / "real"
+
 GPT3_RANK0 = REAL / "torch_npu_2023_gpt3_2rank" / "test_rank_0"
 LONG_WAIT = Thresholds().long_wait_us
 

@@ -175,6 +175,7 @@ con.execute("CREATE TABLE pad(x)")
 con.execute("INSERT INTO pad SELECT randomblob(3000) FROM (WITH RECURSIVE r(n) AS "
             "(SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 600) SELECT n FROM r)")
 print("padded", flush=True)
+sys.stdin.readline()  # the test has read the committed state: go on
 con.execute("PRAGMA cache_size=2")  # spill: the changed pages reach the db file before commit
 con.execute("BEGIN")
 con.execute("UPDATE TASK SET endNs = startNs + 120")
@@ -188,12 +189,19 @@ time.sleep(600)
 def test_a_hot_journal_reads_as_the_committed_state(samples, tmp_path, private_tmp, monkeypatch, which):
     path = _copy(samples, which, tmp_path / "case", "DELETE")
     writer = subprocess.Popen(
-        [sys.executable, "-c", _DIES_MID_TRANSACTION, str(path)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", _DIES_MID_TRANSACTION, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert writer.stdout.readline().strip() == "padded"
+        # Read before the writer begins its transaction (it waits for the line below): on a
+        # loaded machine it could otherwise spill its first pages while the copy is made.
         committed = _truth(path)
         image = path.read_bytes()
+        writer.stdin.write("go\n")
+        writer.stdin.flush()
         assert writer.stdout.readline().strip() == "ready"
     finally:
         writer.send_signal(signal.SIGKILL)

@@ -302,3 +302,75 @@ def test_task_detail_and_finding_detail_strip_escapes(tmp_path):
     )
     rendered = [str(c) for col in evidence_table(finding).columns for c in col._cells]
     assert all("\x1b" not in c for c in rendered), rendered
+
+
+# --------------------------------------------------------------------------- 5. ulimit -v
+
+GIB = 1 << 30
+
+
+def _under_limit(limit: int, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """A real npuscope process under an address-space limit of `limit` bytes."""
+    import resource
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    return subprocess.run(
+        [sys.executable, "-m", "npuscope", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=cap,
+        env=env,
+    )
+
+
+def test_an_address_space_too_small_to_start_is_one_line():
+    res = _under_limit(GIB, "report", str(DEMO), "--no-cache")
+    assert res.returncode == 2, res.stderr[-500:]
+    assert res.stdout == ""
+    assert res.stderr.count("\n") == 1 and "ulimit -v" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_a_file_that_cannot_fit_the_limit_is_refused_before_any_output(tmp_path):
+    # 120 MB of op_summary needs ~1.6 GB of address space by parsers/memory.py's estimate: under
+    # a 1.6 GiB limit it is refused with one line before anything is printed (polars would
+    # abort the process part way through its output).
+    root, summary = _demo_copy(tmp_path)
+    lines = summary.read_text(encoding="utf-8").splitlines(keepends=True)
+    with summary.open("a", encoding="utf-8") as fh:
+        while summary.stat().st_size < 120_000_000:
+            fh.writelines(lines[1:])
+    res = _under_limit(int(1.6 * GIB), "inspect", str(root), "--no-cache")
+    assert res.returncode == 2, res.stderr[-500:]
+    assert res.stdout == ""
+    line = res.stderr.strip()
+    assert "\n" not in line and "address space" in line and "ulimit -v" in line and summary.name in line
+
+
+def test_under_a_limit_the_allocator_gives_back_what_it_frees():
+    code = (
+        "from npuscope.address_space import prepare; prepare(); import os; print(os.environ.get('_RJEM_MALLOC_CONF'))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"}
+    import resource
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (4 * GIB, 4 * GIB))
+
+    limited = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, preexec_fn=cap)
+    free = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert (limited.stdout.strip(), free.stdout.strip()) == ("retain:false", "None")
+    mine = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**env, "_RJEM_MALLOC_CONF": "narenas:2"},
+        preexec_fn=cap,
+    )
+    assert mine.stdout.strip() == "narenas:2"  # a user's own setting is kept
+    # And the demo's report runs under a 2 GiB limit (the interpreter, polars and its threads).
+    res = _under_limit(2 * GIB, "report", str(DEMO), "--no-cache", "--format", "json")
+    assert res.returncode == 0, res.stderr[-500:]
+    assert json.loads(res.stdout)["schema"].startswith("npuscope.report/")

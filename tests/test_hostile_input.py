@@ -195,7 +195,9 @@ def test_a_parse_that_cannot_fit_is_refused_not_aborted(tmp_path):
         f"sys.exit(main(['report', {str(path)!r}, '--no-cache']))\n"
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    _one_line_exit_2(res, "needs about")
+    # Refused at once (the limit is under what npuscope needs to start; the per-file check is
+    # tests/test_hardening_round3.py's), never an abort.
+    _one_line_exit_2(res, "needs at least 1.5 GiB: raise it (ulimit -v")
 
 
 ESC_NAME = "Evil\x1b]52;c;ZXZpbA==\x07\x1b[2JOp"
