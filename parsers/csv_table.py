@@ -526,11 +526,6 @@ _CARD_MARKS = "\ufeff\u200b\u200c\u200d\u2060 \t\r\"'"
 
 def _cast(spec: ColumnSpec, src: str) -> pl.Expr:
     col = pl.col(src)
-    if spec.name == "card":
-        # Files of several machines concatenated keep each one's BOM at the start of a line:
-        # `\ufeff0` would be a second card 0 that prints the same. Invisible marks and blanks
-        # around a card id are never part of it.
-        return col.str.strip_chars(_CARD_MARKS).alias(spec.name)
     if spec.kind == "str":
         return col.alias(spec.name)
     if spec.kind == "id":
@@ -631,7 +626,7 @@ def read_table(
     if start is not None:
         _check_starts(paths, df, start, next(n for n, s in matched.items() if s.kind == "start"))
     _check_numbers(paths, df, matched)
-    _check_cards(paths, df, matched)
+    df = _checked_cards(paths, df, matched)
     step(_PARSE_PERCENT + 15)
     ints = [pl.col(spec.name).cast(pl.Int64) for spec in matched.values() if spec.kind == "int"]
     if ints:
@@ -668,24 +663,33 @@ def _check_numbers(paths: Sequence[Path], df: pl.DataFrame, matched: dict[str, C
             )
 
 
-def _check_cards(paths: Sequence[Path], df: pl.DataFrame, matched: dict[str, ColumnSpec]) -> None:
-    """A Device_id cell that is empty (while others are not) or neither a device number nor
-    `host`: one line.
+def _checked_cards(paths: Sequence[Path], df: pl.DataFrame, matched: dict[str, ColumnSpec]) -> pl.DataFrame:
+    """`df` with its card ids cleaned; one line for a Device_id cell that is empty (while others
+    are not) or neither a device number nor `host` (the host rows of api_statistic files).
 
-    An id column left empty on every row is no damage: the capture's own card fills it."""
+    Files of several machines concatenated keep each one's BOM at the start of a line: `\ufeff0`
+    would be a second card 0 that prints the same. Invisible marks and blanks around a card id
+    are never part of it. The few distinct ids are looked at, not the 2M cells (~15 ms)."""
     header = next((h for h, s in matched.items() if s.name == "card"), None)
     if header is None or df["card"].null_count() == df.height:
-        return
-    # `host`: the host rows of api_statistic files (FORMATS.md).
-    bad = ~(pl.col("card").str.contains(r"^[0-9]{1,9}$") | (pl.col("card") == "host")).fill_null(False)
-    at = df.select(bad.arg_max().alias("at"), bad.any().alias("any")).row(0)
-    if at[1]:
-        value = df["card"][at[0]]
+        return df
+    ids = df["card"].unique()
+    if any(v is not None and v != v.strip(_CARD_MARKS) for v in ids.to_list()):
+        df = df.with_columns(pl.col("card").str.strip_chars(_CARD_MARKS))
+        ids = df["card"].unique()
+    bad = [v for v in ids.to_list() if v is None or not (_DEVICE_ID.fullmatch(v) or v == "host")]
+    if bad:
+        at = df.select(pl.col("card").is_in(bad, nulls_equal=True).arg_max()).item()
+        value = df["card"][at]
         what = "an empty value" if value is None or value == "" else repr(value)
         raise ProfileError(
-            f"{paths[0]}: column {header.strip()!r} holds {what} on data row {at[0] + 1}, not a device "
+            f"{paths[0]}: column {header.strip()!r} holds {what} on data row {at + 1}, not a device "
             "number; the file is damaged or edited: export it again"
         )
+    return df
+
+
+_DEVICE_ID = re.compile(r"[0-9]{1,9}")
 
 
 def _check_starts(paths: Sequence[Path], df: pl.DataFrame, col: str, header: str) -> None:
