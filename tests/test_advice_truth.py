@@ -258,3 +258,26 @@ def test_free_time_leaves_out_only_what_the_operator_rules_blame(tmp_path, capsy
     (free_time,) = [f for f in found if f["rule"] == "free_time"]
     assert 0 < blamed < free
     assert free_time["time_us"] == pytest.approx(free - blamed, rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    "capture",
+    [
+        "torch_npu_2024_cnn/level1/rank0_ascend_pt",
+        "torch_npu_2024_cnn/level1/rank1_ascend_pt",
+        "torch_npu_2025_db/level1/rank0_ascend_pt",
+        "torch_npu_2025_db/level1/rank1_ascend_pt",
+    ],
+)
+def test_real_captures_with_a_host_trace_never_blame_recompilation_on_a_collective(capture):
+    prof = open_profile(REAL / capture)
+    assert prof.events is not None and prof.events.filter(pl.col("name").str.contains("@", literal=True)).height
+    diag = diagnose(prof)
+    long_before_collectives = diag.tasks.filter(
+        pl.col("task_type").is_in(["HCCL", "COMMUNICATION"]) & (pl.col("wait_us") >= LONG_WAIT)
+    )
+    assert long_before_collectives.height > 0  # the case is there in these captures
+    assert set(long_before_collectives["wait_cause"].to_list()) == {"communication"}
+    for f in diag.findings:
+        if f.rule == "recompilation":
+            assert not any(t.startswith("hcom_") for t in f.op_types), f

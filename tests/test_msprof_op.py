@@ -354,3 +354,25 @@ def test_nothing_is_written_into_the_profile_folder(beside, tmp_path, capsys):
         assert cli.main(argv) == 0, argv
     capsys.readouterr()
     assert _snapshot(beside) == before
+
+
+async def test_the_explorers_y_writes_the_section(beside, tmp_path):
+    """In the explorer itself (Pilot): `y` on the op summary's task copies and writes the op
+    report with the msprof op figures of the kernel beside the capture."""
+    from npuscope.tui.app import NpuscopeApp
+    from npuscope.tui.widgets.frame_table import FrameTable
+
+    app = NpuscopeApp(beside, cache=False, export_dir=tmp_path / "exports")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        screen = app.main
+        assert screen.profile is not None
+        screen.query_one("#summary-table", FrameTable).focus()
+        await pilot.press("y")
+        await pilot.pause()
+        assert "### msprof op: `main_kernel_mix_aic` (OPPROF_001)" in app.clipboard
+        assert f"| mte2 | {_pct(_mean('PipeUtilization.csv', 'aic_mte2_ratio'))} |" in app.clipboard
+        (written,) = (tmp_path / "exports").glob("op-report-*.md")
+        assert written.read_text() == app.clipboard
+    assert sorted(p.name for p in beside.iterdir()) == ["OPPROF_001", "PROF_000001_20260606121223051_GECRNPRPFIQLEHLA"]
