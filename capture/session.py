@@ -86,6 +86,12 @@ class Outcome:
     runs: tuple[tuple[str, str], ...]  # (host, run id)
 
 
+
+def window_text(start: int, steps: int) -> str:
+    """The steps a capture profiles, as a person counts them: `--steps 1` from 100 is step 100
+    (the profiler starts at 100 and stops at 101), 5 from 100 are steps 100-104."""
+    return f"profiling step {start}" if steps == 1 else f"profiling steps {start}-{start + steps - 1}"
+
 def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
 
@@ -245,7 +251,7 @@ class HostRun:
                 self.start = start
             self.phase("warm-up", _message(event.get("reason")) or "window moved")
         elif kind == "capture_start":
-            self.phase("capture", f"profiling steps {self.start}-{self.start + self.spec.steps}")
+            self.phase("capture", window_text(self.start, self.spec.steps))
         elif kind == "capture_stop":
             self.phase("export", "writing the trace")
         elif kind == "phase" and event.get("phase") == "export":

@@ -13,6 +13,7 @@ Text that comes from a host (its log, run records, error text) goes through
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -67,7 +68,10 @@ def add_capture_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     where.add_argument(
         "--workdir",
         default="",
-        help="remote working directory, relative to the login folder (default: the login folder)",
+        help=(
+            "remote working directory, relative to the login folder (default: the login folder; "
+            "with --host local, the current folder)"
+        ),
     )
     where.add_argument("--ssh-config", metavar="FILE", help="ssh config file instead of ~/.ssh/config")
     where.add_argument(
@@ -149,7 +153,8 @@ def spec_from_args(args: argparse.Namespace, command: list[str]) -> CaptureSpec:
         (args.host,) if args.host else hosts,
         command,
         needs_command=needs_command,
-        workdir=args.workdir,
+        # On this machine the job runs where the command was typed, as any local command does.
+        workdir=args.workdir or (os.getcwd() if args.host == "local" else ""),
         device=args.device,
         start_step=args.start_step,
         steps=args.steps,
@@ -181,6 +186,8 @@ class StderrReporter:
 
     def __call__(self, event: Event) -> None:
         match event:
+            case PhaseStarted(host, "open", text):  # the last phase: the fetched folder
+                self.line(host, f"fetched into {text}")
             case PhaseStarted(host, phase, text):
                 self.line(host, f"{phase}: {text}" if text else phase)
             case RunStarted(host, run_id, pid):
@@ -255,6 +262,11 @@ def _print_runs(runs: list[RunInfo], spec: CaptureSpec) -> int:
     if not runs:
         print(f"no runs on {spec.host}", file=sys.stderr)
         return 0
+    print(LIST_HEADER)
     for r in runs:
         print(one_line(r.label()))
     return 0
+
+
+LIST_HEADER = f"{'run':<20}  {'state':<12} {'phase':<9} command"
+"""The header of `--list`, over RunInfo.label()'s columns (a run id is 20 characters)."""
