@@ -106,6 +106,11 @@ async def test_steps_tab_bars_sort_filter_card_switch_and_timeline(generated, tm
 
         await pilot.press("d")
         assert table.frame["step_us"].to_list() == sorted((r["step_us"] for r in truth), reverse=True)
+        # The bars follow the table: the same steps in the same order, the first one marked
+        # and drawn on the first bar line (in step order it could be scrolled out of view).
+        assert [b.label for b in bars.bars] == [str(s) for s in table.frame["step"].to_list()]
+        await pilot.pause()
+        assert bars.marked == 0 and f"step {table.frame['step'][0]}" in bars.render_line(1).text
         await pilot.press("d")
         assert table.frame["step_us"].to_list() == sorted(r["step_us"] for r in truth)
         await pilot.press("w")
@@ -122,6 +127,7 @@ async def test_steps_tab_bars_sort_filter_card_switch_and_timeline(generated, tm
         cut = sorted(r["step_us"] for r in truth)[1]
         await pilot.press("slash", *f"dur>{cut}", "enter")
         assert sorted(table.frame["step"].to_list()) == sorted(r["step"] for r in truth if r["step_us"] > cut)
+        assert [b.label for b in bars.bars] == [str(s) for s in table.frame["step"].to_list()]
         assert f"filter: dur>{cut}" in _status(screen)
         assert screen.filter_query.text == ""  # the op tabs keep theirs
         await pilot.press("1")

@@ -57,8 +57,16 @@ class StepsPane(ViewPane):
         return {"steps": steps_table(views, card)}
 
     def show_extras(self, views: TrainingViews | None, card: str) -> None:
-        frame = self.frames.get("steps")
-        self.query_one(StepBars).set_bars(step_bars(frame) if frame is not None else ())
+        if views is None:  # reading: no bars until the steps are there
+            self.query_one(StepBars).set_bars(())
+
+    def refresh_tables(self, which: tuple[str, ...] | None = None) -> None:
+        """The table, then the bars in the table's order: sorted by compute, the bars are too
+        (in step order the marked first row's bar could be scrolled out, hiding step 1), and
+        filtered, only the steps shown."""
+        super().refresh_tables(which)
+        shown = self.table("steps").frame if self.frames.get("steps") is not None else None
+        self.query_one(StepBars).set_bars(step_bars(shown) if shown is not None else ())
 
     @on(FrameTable.RowHighlighted, "#steps-table")
     def _step_highlighted(self, message: FrameTable.RowHighlighted) -> None:
