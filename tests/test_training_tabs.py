@@ -421,3 +421,16 @@ def test_steps_tab_snapshot_80x24(snap_compare, generated):
         await pilot.pause()
 
     assert snap_compare(NpuscopeApp(generated, cache=False), terminal_size=(80, 24), run_before=steps)
+
+
+async def test_a_missing_table_of_a_two_table_tab_names_which(tmp_path):
+    # The demo (an msprof text export) has collectives (from its tasks) but no link data: the
+    # Communication tab's note under its populated table says it is the links that are missing.
+    from npuscope.fixtures.demo_profile import ensure_demo
+
+    app = _app(ensure_demo(), tmp_path)
+    async with app.run_test(size=(100, 40)) as pilot:
+        screen = await wait_views(pilot)
+        await pilot.press("4")
+        assert _table(screen, "comm").row_count > 0 and _note(screen, "comm") == ""
+        assert _note(screen, "links").startswith("links: not in this capture")

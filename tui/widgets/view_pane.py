@@ -95,6 +95,8 @@ class ViewPane(Vertical):
         self.frames = self.frames_of(views, card)
         for spec in self.SPECS:
             why = missing_text(views, spec.view, card)
+            if why and len(self.SPECS) > 1:  # which of the tab's tables the note is about
+                why = f"{spec.noun}: {why}"
             self._note(spec, why or "")
             self.table(spec.name).display = why is None
         self.show_extras(views, card)
