@@ -681,12 +681,22 @@ class MainScreen(Screen):
         )
 
     def action_copy_report(self) -> None:
+        """`y`: the op report of the highlighted task, or on the Op statistics tab of the
+        highlighted op type (its longest task of that core type on the card)."""
         if not self.profile:
             return
-        row = self.query_one("#summary-table", FrameTable).current_row
+        stats = self.current_table().id == "stats-table"
+        row = self.query_one("#stats-table" if stats else "#summary-table", FrameTable).current_row
         if row is None:
-            self.notify("No task selected.", severity="warning")
+            self.notify("No op type selected." if stats else "No task selected.", severity="warning")
             return
+        if stats:
+            tasks = self.card_tasks()
+            of_type = tasks.filter((pl.col("op_type") == row["op_type"]) & (pl.col("task_type") == row["core_type"]))
+            if of_type.height == 0:  # a lone op_statistic row: no task to report on
+                self.notify(f"No task of {row['op_type']} on this card.", severity="warning", markup=False)
+                return
+            row = of_type.sort("duration_us", descending=True).row(0, named=True)
         self.copy_report(self.loaded[1].tasks.row(int(row["row"]), named=True))
 
     def copy_report(self, task: dict) -> None:
