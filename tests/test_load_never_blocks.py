@@ -333,3 +333,36 @@ def test_progress_moves_by_bytes_while_the_timeline_is_parsed(tmp_path):
     assert pieces == sorted(pieces) and pieces[0] < size // 2
     assert [d for d, _, _ in seen] == sorted(d for d, _, _ in seen)  # bytes only ever rise
     assert all(t == total for _, t, _ in seen)
+
+
+@pytest.mark.parametrize("choice", ["reopen", "another", "quit"])
+async def test_escape_after_a_cancelled_first_load_offers_what_next(golden, paddle, monkeypatch, choice):
+    gate = Gate(load_job.open_profile, golden)
+    monkeypatch.setattr(load_job, "open_profile", gate)
+    app = NpuscopeApp(golden, cache=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, gate.entered.is_set, "the load to start")
+        await pilot.press("escape")
+        gate.open()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        hint = str(app.main.query_one("#loading-hint").render())
+        assert hint == app_module.AFTER_CANCEL_HINT and "Esc cancels" not in hint
+        await pilot.press("escape")  # nothing loads, nothing is open: the choices
+        options = app.screen.query_one("#pick-list")
+        labels = [str(options.get_option_at_index(i).prompt) for i in range(options.option_count)]
+        assert labels == [f"Reopen {golden}", "Open another path…", "Quit"]
+        if choice == "reopen":
+            await pilot.press("enter")
+            await until(pilot, lambda: app.main.profile is not None, "the reopen")
+            assert app.main.profile.path == golden
+            assert str(app.main.query_one("#loading-hint").render()) == "Esc cancels"  # for the next load
+        elif choice == "another":
+            await pilot.press("down", "enter")
+            assert isinstance(app.screen, PathPrompt)
+            await pilot.press(*str(paddle), "enter")
+            await until(pilot, lambda: app.main.profile is not None, "the other path")
+            assert app.main.profile.path == paddle
+        else:
+            await pilot.press("down", "down", "enter")
+            await until(pilot, lambda: not app.is_running, "the app to quit")

@@ -57,12 +57,17 @@ from .messages import (
 from .ranks_state import neighbour
 from .screens.help_screen import HelpScreen, all_keys
 from .screens.main_screen import MainScreen
+from .screens.path_prompt import PathPrompt
+from .screens.pick_screen import PickScreen
 from .screens.ranks_screen import RanksScreen
 from .screens.text_screen import TextScreen
 
 INTERRUPTED = 130  # the exit code of a start interrupted by ctrl+c, as for any command
 RANKS_SCREEN = "ranks"  # the installed Ranks view of the open cluster
 
+
+AFTER_CANCEL_HINT = "Esc: reopen, open another path or quit"
+"""The hint of the loading panel once a load was cancelled with nothing open."""
 
 class _LoopExecutor(ThreadPoolExecutor):
     """The event loop's default executor (Textual's thread workers run in it), not waited for
@@ -334,6 +339,9 @@ class NpuscopeApp(App):
 
     @on(CancelRequested)
     def _cancel_requested(self, message: CancelRequested) -> None:
+        if self.loading is None and self.screen is self.main and self.main.profile is None:
+            self.offer_after_cancel()  # Esc with nothing open and nothing loading: what next
+            return
         self.cancel_loading()
 
     def cancel_loading(self) -> None:
@@ -397,10 +405,10 @@ class NpuscopeApp(App):
             self.notify(message, markup=False)
             return
         if self.main.profile is None and self.ranks is not None:
-            self.main.show_loading(f"{message} · R: the Ranks view · q quits")
+            self.main.show_loading(f"{message} · R: the Ranks view · q quits", hint=AFTER_CANCEL_HINT)
             return
         if self.main.profile is None:
-            self.main.show_loading(f"{message} · q quits")
+            self.main.show_loading(f"{message} · q quits", hint=AFTER_CANCEL_HINT)
             return
         if self.cluster is None:
             self.path = self.main.profile.path
@@ -494,6 +502,24 @@ class NpuscopeApp(App):
         if self.loading is None or self.screen not in (self.main, self.ranks):
             raise SkipAction()  # Esc does what the screen binds it to
         self.cancel_loading()
+
+    def offer_after_cancel(self) -> None:
+        """After a cancelled load with nothing open: reopen it, open another path, or quit."""
+        reopen, other, leave = f"Reopen {self.path}", "Open another path…", "Quit"
+
+        def chosen(choice: str | None) -> None:
+            if choice == reopen:
+                self.start_load(self.path, self.capture)
+            elif choice == other:
+                self.push_screen(PathPrompt("Open (a profile folder or file)"), opened)
+            elif choice == leave:
+                self.exit()
+
+        def opened(path: str | None) -> None:
+            if path:
+                self.start_load(Path(path).expanduser(), None)
+
+        self.push_screen(PickScreen("Loading was cancelled", [reopen, other, leave], ""), chosen)
 
     async def action_quit(self) -> None:
         self._cancel_all()

@@ -237,7 +237,7 @@ class MainScreen(Screen):
         with Vertical(id="loading"):
             yield Label("opening", id="loading-label")
             yield ProgressBar(total=100, show_eta=False, id="loading-bar")
-            yield Label("Esc cancels", classes="hint")
+            yield Label("Esc cancels", classes="hint", id="loading-hint")
         yield CardsStrip(id="cards-strip")
         with Horizontal(id="body"):
             yield CardsPane(id="cards")
@@ -270,9 +270,11 @@ class MainScreen(Screen):
             tabs.get_tab(tab).label = short if room < WIDE_TABS_WIDTH else wide
 
     # ---------------------------------------------------------------- loading
-    def show_loading(self, label: str) -> None:
+    def show_loading(self, label: str, hint: str = "Esc cancels") -> None:
+        """The loading panel: `label` above the bar, `hint` below (the keys that act now)."""
         self.remove_class("loaded")
         self.query_one("#loading-label", Label).update(label)
+        self.query_one("#loading-hint", Label).update(hint)
 
     def show_progress(self, done: int, total: int, label: str) -> None:
         bar = self.query_one("#loading-bar", ProgressBar)
