@@ -138,9 +138,15 @@ def test_the_wait_detail_says_suspected_when_there_is_no_host_trace():
     assert "before one" in cause_text("communication", "evidence")
 
 
+def _read_only(db: Path) -> sqlite3.Connection:
+    """The db opened as a reader that writes nothing beside it: the 2023 msprof db is in WAL
+    mode, where `mode=ro` alone creates its -shm and -wal in the samples folder."""
+    return sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True)
+
+
 def _db_aclnn_share(db: Path) -> tuple[int, int]:
     """(operator tasks, aclop operator tasks) of a db export, with sqlite3."""
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    con = _read_only(db)
     names = [r[0] for r in con.execute("SELECT s.value FROM COMPUTE_TASK_INFO c JOIN STRING_IDS s ON c.name = s.id")]
     con.close()
     return len(names), sum(1 for n in names if not n.startswith("aclnn"))
@@ -178,7 +184,7 @@ def test_compile_advice_kept_where_the_type_has_aclop_tasks():
 def _db_name_types() -> list[tuple[str, str]]:
     pairs: set[tuple[str, str]] = set()
     for db in [*REAL.rglob("msprof_*.db"), *REAL.rglob("ascend_pytorch_profiler_*.db")]:
-        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        con = _read_only(db)
         pairs |= set(
             con.execute(
                 "SELECT n.value, t.value FROM COMPUTE_TASK_INFO c JOIN STRING_IDS n ON c.name = n.id "
