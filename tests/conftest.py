@@ -123,3 +123,28 @@ def _module_scoped(item) -> bool:
     """Whether the test reads a fixture set up once per module (its module is never cut)."""
     defs = item._fixtureinfo.name2fixturedefs.values()
     return any(d.scope in ("module", "package") for ds in defs for d in ds)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Nothing is ever written into a profile folder: after the whole run (in the controller,
+    not in each xdist worker) the project's sample profiles hold exactly the files git knows;
+    anything else (a db's -wal or -shm, a cache file) fails the run, named."""
+    if hasattr(session.config, "workerinput"):
+        return
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    listed = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all", "--", "fixtures/samples", "fixtures/demo"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+    )
+    if listed.returncode != 0:  # not a git checkout (an sdist): nothing to compare with
+        return
+    changed = [line for line in listed.stdout.splitlines() if line.strip()]
+    if changed:
+        session.config.get_terminal_writer().line(
+            "files written into the sample profiles: " + ", ".join(changed), red=True
+        )
+        session.exitstatus = 1
