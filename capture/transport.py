@@ -47,19 +47,21 @@ class Result:
         return [ln.strip() for ln in self.stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
 
 
-def ssh_problem(host: str, stderr_lines: list[str]) -> str | None:
-    """One line for a failure of ssh itself (exit 255), from what OpenSSH printed."""
+def ssh_problem(host: str, stderr_lines: list[str], ssh_config: str | None = None) -> str | None:
+    """One line for a failure of ssh itself (exit 255), from what OpenSSH printed; a command it
+    suggests runs ssh as the capture does (`-F FILE` with --ssh-config)."""
     text = "\n".join(stderr_lines)
+    ssh = f"ssh -F {shlex.quote(ssh_config)}" if ssh_config else "ssh"
     low = text.lower()
     if "remote host identification has changed" in low:
         return (f"{host}: host key refused: it CHANGED since it was recorded in known_hosts; "
                 "if the host was reinstalled, remove the old key with `ssh-keygen -R HOST`")
     if "host key verification failed" in low or "no matching host key" in low:
         return (f"{host}: host key refused: the host is not in known_hosts; check its key and "
-                f"connect once with `ssh {host}`, or pass --accept-new-host-key")
+                f"connect once with `{ssh} {shlex.quote(host)}`, or pass --accept-new-host-key")
     if "permission denied" in low or "too many authentication failures" in low:
         return (f"{host}: authentication failed (no password prompts here): set up a key or an "
-                "ssh agent so that `ssh -o BatchMode=yes HOST true` works")
+                f"ssh agent so that `{ssh} -o BatchMode=yes {shlex.quote(host)} true` works")
     if "could not resolve hostname" in low or "name or service not known" in low:
         return f"{host}: unknown host: not in DNS and no Host entry in the ssh config"
     # An established connection that went away: the host or the network dropped it, or the
@@ -211,7 +213,7 @@ class SshTransport(Transport):
 
     def _check(self, code: int, stderr: list[str]) -> None:
         if code == 255:
-            raise CaptureError(ssh_problem(self.host, stderr) or f"{self.host}: ssh failed")
+            raise CaptureError(ssh_problem(self.host, stderr, self.ssh_config) or f"{self.host}: ssh failed")
 
 
 class LocalTransport(Transport):

@@ -57,3 +57,14 @@ def test_the_last_line_names_the_fetched_folder_not_an_open():
         StderrReporter(verbose=False, several=False)(PhaseStarted("ascend01", "open", "captures/ascend01-1"))
     text = err.getvalue()
     assert "fetched into captures/ascend01-1" in text and "open:" not in text
+
+
+def test_the_host_key_hint_runs_ssh_as_the_capture_does():
+    from npuscope.capture.transport import ssh_problem
+
+    plain = ssh_problem("ascend01", ["Host key verification failed."])
+    assert "connect once with `ssh ascend01`" in plain
+    given = ssh_problem("ascend01", ["Host key verification failed."], "~/my ssh/config")
+    assert "connect once with `ssh -F '~/my ssh/config' ascend01`" in given
+    denied = ssh_problem("ascend01", ["Permission denied (publickey)."], "/x/config")
+    assert "`ssh -F /x/config -o BatchMode=yes ascend01 true`" in denied
