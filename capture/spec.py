@@ -6,6 +6,7 @@ the capture layer can then trust the spec.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from collections.abc import Mapping, Sequence
@@ -120,6 +121,9 @@ def requested(
 
     One run on each host of `hosts` (the first is `host`); `fields` are the other fields of
     `CaptureSpec`. `needs_command=False` for listing, following or cancelling runs."""
+    if tuple(hosts) == ("local",) and not fields.get("workdir"):
+        # On this machine the job runs where npuscope was started, as any local command does.
+        fields = {**fields, "workdir": os.getcwd()}
     spec = CaptureSpec(
         host=hosts[0] if hosts else "",
         hosts=tuple(hosts) if len(hosts) > 1 else (),
@@ -149,6 +153,8 @@ FORM_DEFAULTS: dict[str, object] = {
     "msprof": "",
     "stop": True,
     "out": DEFAULT_OUT,
+    "ssh_config": "",  # "" : the explorer's --ssh-config, else ~/.ssh/config
+    "remote_cache": "",  # "" : the explorer's --remote-cache, else DEFAULT_REMOTE_ROOT
 }
 
 
@@ -178,8 +184,8 @@ def spec_from_form(
         msprof=str(values.get("msprof", "")).strip(),
         keep_running=not values.get("stop", True),
         out=str(values.get("out", "")).strip() or DEFAULT_OUT,
-        ssh_config=ssh_config,
-        remote_root=remote_root,
+        ssh_config=str(values.get("ssh_config") or "").strip() or ssh_config,
+        remote_root=str(values.get("remote_cache") or "").strip() or remote_root,
     )
 
 

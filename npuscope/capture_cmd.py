@@ -13,7 +13,6 @@ Text that comes from a host (its log, run records, error text) goes through
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -153,8 +152,7 @@ def spec_from_args(args: argparse.Namespace, command: list[str]) -> CaptureSpec:
         (args.host,) if args.host else hosts,
         command,
         needs_command=needs_command,
-        # On this machine the job runs where the command was typed, as any local command does.
-        workdir=args.workdir or (os.getcwd() if args.host == "local" else ""),
+        workdir=args.workdir,  # `local` without one: the current folder (capture.spec.requested)
         device=args.device,
         start_step=args.start_step,
         steps=args.steps,

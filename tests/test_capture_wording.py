@@ -68,3 +68,50 @@ def test_the_host_key_hint_runs_ssh_as_the_capture_does():
     assert "connect once with `ssh -F '~/my ssh/config' ascend01`" in given
     denied = ssh_problem("ascend01", ["Permission denied (publickey)."], "/x/config")
     assert "`ssh -F /x/config -o BatchMode=yes ascend01 true`" in denied
+
+
+async def test_the_capture_screen_has_the_ssh_config_and_remote_cache(tmp_path, monkeypatch):
+    from pilot_helpers import wait_loaded
+    from textual.widgets import Input
+
+    from npuscope.capture import spec as capture_spec
+    from npuscope.fixtures.demo_profile import ensure_demo
+    from npuscope.tui.app import NpuscopeApp
+    from npuscope.tui.screens.capture_screen import CaptureScreen
+
+    monkeypatch.setenv("NPUSCOPE_CONFIG_DIR", str(tmp_path / "config"))  # no remembered values
+    monkeypatch.chdir(tmp_path)
+    config = tmp_path / "ssh_config"
+    config.write_text("Host ascend01\n  HostName 127.0.0.1\n")
+    app = NpuscopeApp(ensure_demo(), cache=False, ssh_config=str(config), remote_root="/scratch/npuscope")
+    async with app.run_test(size=(120, 44)) as pilot:
+        await wait_loaded(pilot)
+        await pilot.press("c")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, CaptureScreen)
+        assert screen.query_one("#ssh-config", Input).value == str(config)
+        assert screen.query_one("#remote-cache", Input).value == "/scratch/npuscope"
+        screen.query_one("#host", Input).value = "local"
+        screen.query_one("#command", Input).value = "python train.py"
+        spec = capture_spec.spec_from_form(
+            screen.host, screen.form_values(), ssh_config=screen.ssh_config, remote_root=screen.remote_root
+        )
+        assert (spec.ssh_config, spec.remote_root, spec.workdir) == (str(config), "/scratch/npuscope", str(tmp_path))
+        # What the form says wins over what the explorer was started with, for runs too.
+        other = tmp_path / "other_config"
+        other.write_text("Host x\n")
+        screen.query_one("#ssh-config", Input).value = str(other)
+        screen.query_one("#remote-cache", Input).value = ""
+        spec = capture_spec.spec_from_form(
+            screen.host, screen.form_values(), ssh_config=screen.ssh_config, remote_root=screen.remote_root
+        )
+        assert (spec.ssh_config, spec.remote_root) == (str(other), "/scratch/npuscope")
+        assert screen.host_spec("ascend01").ssh_config == str(other)
+
+
+def test_the_explorer_takes_the_capture_settings():
+    from npuscope.cli import build_explorer_parser
+
+    args = build_explorer_parser().parse_args(["--ssh-config", "/x/config", "--remote-cache", "/scratch"])
+    assert (args.ssh_config, args.remote_cache) == ("/x/config", "/scratch")

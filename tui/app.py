@@ -36,6 +36,7 @@ from textual.screen import Screen
 from npuscope.analysis import Thresholds
 from npuscope.analysis.compare import compare_runs
 from npuscope.analysis.compare_render import render_comparison
+from npuscope.capture.spec import DEFAULT_REMOTE_ROOT
 from npuscope.parsers import Cancelled, ProfileError, ReadOptions
 
 from .load_job import Job, Progress, cluster_ranks, load_cluster, load_profile, load_rank, open_for_compare
@@ -68,6 +69,7 @@ RANKS_SCREEN = "ranks"  # the installed Ranks view of the open cluster
 
 AFTER_CANCEL_HINT = "Esc: reopen, open another path or quit"
 """The hint of the loading panel once a load was cancelled with nothing open."""
+
 
 class _LoopExecutor(ThreadPoolExecutor):
     """The event loop's default executor (Textual's thread workers run in it), not waited for
@@ -112,10 +114,15 @@ class NpuscopeApp(App):
         compare_with: Path | None = None,
         read: ReadOptions | None = None,
         clusters: bool = False,
+        ssh_config: str | None = None,
+        remote_root: str = DEFAULT_REMOTE_ROOT,
     ) -> None:
         """`clusters`: a folder of rank folders opens as a cluster, the Ranks view first (else
-        as one capture whose cards are the ranks, every rank loaded into one frame)."""
+        as one capture whose cards are the ranks, every rank loaded into one frame).
+        `ssh_config`, `remote_root`: what the capture screen starts with (--ssh-config,
+        --remote-cache)."""
         super().__init__()
+        self.ssh_config, self.remote_root = ssh_config, remote_root
         self.clusters = clusters
         self.read = read or ReadOptions()
         self.compare_with = compare_with

@@ -25,6 +25,8 @@ class Explorer(Protocol):
     cluster: Any  # the ClusterSummary of the open cluster, or None
     rank: str | None  # the cluster's rank the main screen shows, or None
     use_cache: bool  # frames and views go through the cache (not --no-cache)
+    ssh_config: str | None  # the capture screen's ssh config (--ssh-config), None: ~/.ssh/config
+    remote_root: str  # the capture screen's remote cache folder (--remote-cache)
 
 
 def explorer(app: App[Any]) -> Explorer:

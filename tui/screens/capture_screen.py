@@ -42,7 +42,8 @@ from ..messages import LoadRequested
 JIT_CHOICES = (("leave as is", "leave"), ("on", "on"), ("off", "off"))
 LOG_LINES = 5000
 # Remembered per host: every field but the host itself (values as the form shows them).
-FIELDS = ("workdir", "command", "device", "start_step", "steps", "jit_compile", "env", "msprof", "stop", "out")
+FIELDS = ("workdir", "command", "device", "start_step", "steps", "jit_compile", "env", "msprof", "stop", "out",
+          "ssh_config", "remote_cache")
 WIDGET_IDS = {name: name.replace("_", "-") for name in FIELDS}
 
 
@@ -100,6 +101,11 @@ class CaptureScreen(Screen):
             yield Input(placeholder=capture_spec.DEFAULT_MSPROF, id="msprof", compact=True)
             yield Label("Output folder")
             yield Input(capture_spec.DEFAULT_OUT, id="out", compact=True)
+            yield Label("SSH config")
+            yield Input(self.ssh_config or "", placeholder="default: ~/.ssh/config", id="ssh-config", compact=True)
+            yield Label("Remote cache")
+            yield Input(self.remote_root if self.remote_root != capture_spec.DEFAULT_REMOTE_ROOT else "",
+                        placeholder=f"default: {capture_spec.DEFAULT_REMOTE_ROOT}", id="remote-cache", compact=True)
             yield Label("")
             yield Checkbox("Stop the job after the capture (off: training goes on)", value=True, id="stop",
                            compact=True, classes="wide")
@@ -266,7 +272,7 @@ class CaptureScreen(Screen):
             return
         try:
             spec = capture_spec.spec_from_form(self.host, self.form_values(), ssh_config=self.ssh_config,
-                              remote_root=self.remote_root)
+                                               remote_root=self.remote_root)
         except capture_spec.CaptureError as exc:
             self.set_status(str(exc), error=True)
             return
@@ -290,8 +296,18 @@ class CaptureScreen(Screen):
 
     def host_spec(self, host: str, **fields) -> capture_spec.CaptureSpec:
         """A spec that only says where runs live (listing, following, cancelling a run)."""
-        return capture_spec.CaptureSpec(host=host, command=(), ssh_config=self.ssh_config,
-                           remote_root=self.remote_root, **fields)
+        return capture_spec.CaptureSpec(host=host, command=(), ssh_config=self.form_ssh_config,
+                                        remote_root=self.form_remote_root, **fields)
+
+    @property
+    def form_ssh_config(self) -> str | None:
+        """The ssh config the form names, else the one the explorer was started with."""
+        return self.query_one("#ssh-config", Input).value.strip() or self.ssh_config
+
+    @property
+    def form_remote_root(self) -> str:
+        """The remote cache folder the form names, else the explorer's (or the default)."""
+        return self.query_one("#remote-cache", Input).value.strip() or self.remote_root
 
     def _out_folder(self) -> str:
         return self.query_one("#out", Input).value.strip() or capture_spec.DEFAULT_OUT
@@ -373,7 +389,7 @@ class CaptureScreen(Screen):
         options.add_options([Option(Content(r.label()), id=r.id) for r in runs])
         options.display = bool(runs)
         if not runs:
-            self.set_status(f"no runs on {host} (in {self.remote_root})")
+            self.set_status(f"no runs on {host} (in {self.form_remote_root})")
             return
         options.highlighted = 0
         options.focus()

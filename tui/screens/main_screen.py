@@ -732,7 +732,8 @@ class MainScreen(Screen):
         self.app.push_screen(PathPrompt("Compare with (NEW profile; the open one is BASE)"), chosen)
 
     def action_capture(self) -> None:
-        self.app.push_screen(CaptureScreen())
+        app = explorer(self.app)
+        self.app.push_screen(CaptureScreen(ssh_config=app.ssh_config, remote_root=app.remote_root))
 
     def exports_dir(self) -> Path:
         return explorer(self.app).export_dir or export_dir(self.loaded[0].path)
