@@ -81,6 +81,7 @@ from .capture_screen import CaptureScreen
 from .finding_screen import FindingScreen
 from .path_prompt import PathPrompt
 from .pick_screen import PickScreen
+from .sql_screen import SqlScreen
 from .task_screen import TaskScreen
 from .text_screen import TextScreen
 
@@ -170,6 +171,7 @@ class MainScreen(Screen):
         Binding(">", "timeline('pan_right')", "Timeline: pan right", show=False),
         Binding("0", "timeline('fit')", "Timeline: fit the card", show=False),
         Binding("R", "ranks", "Ranks view (a cluster)", show=False),
+        Binding(":", "sql", "SQL query over the profile's tables", show=False),
     ]
     """
     | key | action |
@@ -734,6 +736,11 @@ class MainScreen(Screen):
     def action_capture(self) -> None:
         app = explorer(self.app)
         self.app.push_screen(CaptureScreen(ssh_config=app.ssh_config, remote_root=app.remote_root))
+
+    def action_sql(self) -> None:
+        """`:`: a SQL query over the open profile's tables, its result in a table (sql_screen.py)."""
+        if self.profile is not None:
+            self.app.push_screen(SqlScreen(self))
 
     def exports_dir(self) -> Path:
         return explorer(self.app).export_dir or export_dir(self.loaded[0].path)
