@@ -1,14 +1,22 @@
-"""`npuscope report`: the diagnosis as text, markdown or JSON, or one op's report.
+"""`npuscope report`: the diagnosis as text, markdown, JSON or an HTML page, or one op's report.
 
 On a cluster (a folder of rank folders, parsers/cluster.py) it prints the cluster section
 (analysis/cluster_report.py) and then the usual report of one rank: the slowest, the one
 `--card` names, or every rank in turn with `--card all` (one rank loaded at a time).
+
+`--format html` is the JSON document drawn as one self-contained page
+(analysis/html_report.py). `--out FILE` writes any format to FILE whole or not at all (a
+temporary file beside it, renamed over it once the report is complete), else stdout.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import os
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -26,19 +34,64 @@ from .loading import profile_for_command, views_for_command
 
 
 def run_report(args: argparse.Namespace) -> int:
+    if getattr(args, "out", None) is None:
+        return _report(args, sys.stdout)
+    _check_out(args.out)  # before the work, not after it
+    buffer = io.StringIO()
+    code = _report(args, buffer)
+    _write_out(args.out, buffer.getvalue())
+    return code
+
+
+def _check_out(name: str) -> None:
+    path = Path(name).expanduser()
+    if path.is_dir():
+        raise ProfileError(f"--out {name}: is a folder; name a file")
+    if not path.parent.is_dir():
+        raise ProfileError(f"--out {name}: no folder {path.parent}")
+
+
+def _write_out(name: str, text: str) -> None:
+    """Write the report to `name` whole or not at all: into a temporary file beside it, then
+    renamed over it (an existing file is replaced, as `> FILE` would)."""
+    path = Path(name).expanduser()
+    tmp: str | None = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+        with os.fdopen(fd, "wb") as f:
+            f.write(text.encode("utf-8"))
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it 0600: give it the mode a new file gets
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as exc:
+        raise ProfileError(f"cannot write {name}: {exc.strerror or exc}") from None
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def _report(args: argparse.Namespace, out: Any) -> int:
     thresholds = Thresholds.from_file(args.rules)
+    html = args.format == "html"
+    if html and args.op:
+        raise ProfileError("--op prints the op report as markdown: leave out --format html")
     if args.path:
         from npuscope.parsers.layout import msprof_op_alone
 
         alone = msprof_op_alone(args.path)
         if alone:
-            return _run_msprof_op(args, thresholds, alone)
+            if html:
+                raise ProfileError("msprof op folders have no HTML report: use --format text, markdown or json")
+            return _run_msprof_op(args, thresholds, alone, out)
     if args.path and args.capture is None:
         from npuscope.parsers.cluster import rank_folders
 
         ranks = rank_folders(Path(args.path))
         if ranks is not None:
-            return _run_cluster(args, thresholds, ranks)
+            return _run_cluster(args, thresholds, ranks, out)
     with profile_for_command(
         args.path, capture=args.capture, no_cache=args.no_cache, timeline=not args.no_timeline,
         strict=args.strict, source=args.source,
@@ -54,21 +107,25 @@ def run_report(args: argparse.Namespace) -> int:
         diagnosis = diagnose(profile, thresholds, cards)
         if args.op:
             task = find_task(diagnosis, args.op)
-            sys.stdout.write(op_report(profile, diagnosis, task))
+            out.write(op_report(profile, diagnosis, task))
             return 0
         views = views_for_command(profile, no_cache=args.no_cache, strict=args.strict)
         diagnosis = diagnosis.with_findings(training_findings(profile, diagnosis, views, thresholds))
         report = build_report(profile, diagnosis, top=args.top, views=views)
         if args.format == "json":
-            sys.stdout.write(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n")
+            out.write(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n")
+        elif html:
+            from npuscope.analysis.html_report import render_html, timeline_pictures
+
+            out.write(render_html(report, timeline_pictures(profile, diagnosis)))
         else:
-            sys.stdout.write(render(report, args.format))
+            out.write(render(report, args.format))
     return 0
 
 
 # --------------------------------------------------------------------------- msprof op alone
 
-def _run_msprof_op(args: argparse.Namespace, thresholds: Thresholds, folders: tuple[Path, ...]) -> int:
+def _run_msprof_op(args: argparse.Namespace, thresholds: Thresholds, folders: tuple[Path, ...], out: Any) -> int:
     """`report` of msprof op folders with no capture: the kernels, and the op report of the
     one `--op` names (or the only one); JSON: every kernel's figures and its bound."""
     import dataclasses
@@ -93,9 +150,9 @@ def _run_msprof_op(args: argparse.Namespace, thresholds: Thresholds, folders: tu
                 for op in ops
             ],
         }
-        sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2, default=str).decode() + "\n")
+        out.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2, default=str).decode() + "\n")
         return 0
-    sys.stdout.write(msprof_op_report(ops, args.op, min_pct))
+    out.write(msprof_op_report(ops, args.op, min_pct))
     return 0
 
 
@@ -105,7 +162,7 @@ def _names(ranks: list[str]) -> str:
     return ", ".join(ranks[:10]) + (f", ... ({len(ranks):,} ranks)" if len(ranks) > 10 else "")
 
 
-def _run_cluster(args: argparse.Namespace, thresholds: Thresholds, ranks: list[tuple[str, Path]]) -> int:
+def _run_cluster(args: argparse.Namespace, thresholds: Thresholds, ranks: list[tuple[str, Path]], out: Any) -> int:
     from npuscope.analysis.cluster import cluster_json, open_cluster, open_rank, rank_findings
     from npuscope.analysis.cluster_report import cluster_lines, rank_heading, slowest_rank
     from npuscope.parsers import FrameCache, ReadOptions
@@ -143,22 +200,26 @@ def _run_cluster(args: argparse.Namespace, thresholds: Thresholds, ranks: list[t
     # The views' few rows are written as they are made (a background cache writes only when
     # told to, which open_rank does before the views are read).
     views_cache = FrameCache(summary.cache_root) if summary.cache_root else FrameCache(enabled=False)
+    pictures: dict[str, Any] = {}  # html: each rank's timeline pictures, drawn while it is open
 
     def rank_report(rank: str) -> dict[str, Any] | None:
         """The usual report of one rank, the cluster's findings on it among its own."""
         profile = open_rank(summary, rank, cache=rank_cache)
         diagnosis = diagnose(profile, thresholds)
         if args.op:
-            sys.stdout.write(op_report(profile, diagnosis, find_task(diagnosis, args.op)))
+            out.write(op_report(profile, diagnosis, find_task(diagnosis, args.op)))
             return None
         views = cached_training_views(profile, views_cache, strict=args.strict)
         own = training_findings(profile, diagnosis, views, thresholds)
         diagnosis = diagnosis.with_findings(rank_findings(summary, rank, own, profile.cards))
         report = build_report(profile, diagnosis, top=args.top, views=views)
         report["rank"] = rank
+        if args.format == "html":
+            from npuscope.analysis.html_report import timeline_pictures
+
+            pictures[rank] = timeline_pictures(profile, diagnosis)
         return report
 
-    out = sys.stdout
     if args.op:
         rank_report(chosen[0])
         return 0
@@ -170,7 +231,11 @@ def _run_cluster(args: argparse.Namespace, thresholds: Thresholds, ranks: list[t
             report["cluster"] = cluster
             out.write(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n")
         else:
-            _stream_json(summary, cluster, thresholds, args.top, chosen, rank_report)
+            _stream_json(summary, cluster, thresholds, args.top, chosen, rank_report, out)
+        rank_cache.flush()
+        return 0
+    if args.format == "html":
+        _cluster_html(summary, cluster_json(summary), chosen, why, rank_report, pictures, out)
         rank_cache.flush()
         return 0
     md = args.format == "markdown"
@@ -188,8 +253,25 @@ def _run_cluster(args: argparse.Namespace, thresholds: Thresholds, ranks: list[t
     return 0
 
 
+def _cluster_html(summary: Any, cluster: dict[str, Any], chosen: list[str], why: str | None, rank_report: Any,
+                  pictures: dict[str, Any], out: Any) -> None:
+    """The cluster's page: its section, then the detailed rank's report (the document `--format
+    json` prints) or, with `--card all`, every rank's in turn (each drawn and dropped)."""
+    from npuscope.analysis.html_report import cluster_html, page, render_html, report_html
+
+    if why is not None:
+        report = rank_report(chosen[0])
+        report["cluster"] = cluster
+        out.write(render_html(report, pictures.pop(chosen[0], {}), f"npuscope cluster: {summary.path.name}"))
+        return
+    body = [cluster_html(cluster, None)]
+    for rank in chosen:
+        body.append(report_html(rank_report(rank), pictures.pop(rank, {}), rank))
+    out.write(page(f"npuscope cluster: {summary.path.name}", body))
+
+
 def _stream_json(summary: Any, cluster: dict[str, Any], thresholds: Thresholds, top: int, ranks: list[str],
-                 rank_report: Any) -> None:
+                 rank_report: Any, out: Any) -> None:
     """Every rank's cards in one `npuscope.report/1` document, written rank by rank (each card
     names its rank); `source` follows the cards (the cluster's path and layout, the files,
     views and notes of every rank, the notes prefixed with their rank), then `cluster`."""
@@ -212,7 +294,6 @@ def _stream_json(summary: Any, cluster: dict[str, Any], thresholds: Thresholds, 
         "view_notes": [],
         "ranks": [r.rank for r in summary.ranks],
     }
-    out = sys.stdout
     text = orjson.dumps(head, option=orjson.OPT_INDENT_2).decode()
     out.write(text[: text.rstrip().rfind("}")].rstrip() + ',\n  "cards": [')
     first = True
