@@ -15,6 +15,8 @@ from pathlib import Path
 from . import __version__
 from .arguments import count, percent
 from .capture_cmd import add_capture_parser, run_capture, split_command
+from .export_cmd import add_export_parser
+from .sql_cmd import add_sql_parser
 
 DESCRIPTION = "Terminal explorer for Huawei Ascend NPU profiles (msprof, torch_npu, Paddle)."
 
@@ -80,7 +82,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="on a cluster: worker processes reading the ranks (default: the cores)",
     )
     report.add_argument(
-        "--format", choices=("text", "markdown", "json"), default="text", help="output format (default text)"
+        "--format",
+        choices=("text", "markdown", "json", "html"),
+        default="text",
+        help="output format (default text; html: one self-contained page with charts)",
+    )
+    report.add_argument(
+        "--out", metavar="FILE", help="write the report to FILE (written whole or not at all) instead of stdout"
     )
     report.add_argument("--top", type=count(1), default=10, help="rows per table (default 10)")
     report.add_argument("--rules", metavar="FILE", help="TOML file overriding rule thresholds")
@@ -124,6 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     compare.add_argument("--rules", metavar="FILE", help="TOML file overriding rule thresholds (both runs)")
     add_capture_parser(sub)
+    add_sql_parser(sub)
+    add_export_parser(sub)
     return parser
 
 
@@ -136,7 +146,7 @@ def _add_pair_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-cache", action="store_true", help="parse from scratch and write no cache entry")
 
 
-SUBCOMMANDS = ("inspect", "report", "compare", "capture")
+SUBCOMMANDS = ("inspect", "report", "compare", "capture", "sql", "export")
 
 
 def build_explorer_parser() -> argparse.ArgumentParser:
@@ -154,6 +164,12 @@ def build_explorer_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="open a cluster (a folder of rank folders) as one capture whose cards are the ranks, "
         "every rank loaded at once, instead of its Ranks view",
+    )
+    parser.add_argument("--ssh-config", metavar="FILE", help="the capture screen's ssh config (default ~/.ssh/config)")
+    parser.add_argument(
+        "--remote-cache",
+        metavar="DIR",
+        help="the capture screen's folder on the hosts (default ~/.cache/npuscope/capture)",
     )
     return parser
 
@@ -201,6 +217,14 @@ def main(argv: list[str] | None = None) -> int:
             from .compare_cmd import run_compare
 
             return run_compare(args)
+        if args.command == "sql":
+            from .sql_cmd import run_sql
+
+            return run_sql(args)
+        if args.command == "export":
+            from .export_cmd import run_export
+
+            return run_export(args)
     except ProfileError as exc:
         print(f"npuscope: {one_line(str(exc))}", file=sys.stderr)
         return 2
@@ -251,6 +275,8 @@ def run_explorer(args: argparse.Namespace) -> int:
         # A folder of rank folders opens as its Ranks view, one rank loaded at a time; a
         # capture named with --capture or a comparison opens as one capture, as --all-cards.
         clusters=not (args.all_cards or args.capture is not None or compare_with is not None),
+        ssh_config=args.ssh_config,
+        **({"remote_root": args.remote_cache} if args.remote_cache else {}),
     )
     app.run()
     if app.error_message:

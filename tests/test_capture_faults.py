@@ -346,7 +346,10 @@ def test_a_host_clock_hours_off_breaks_neither_capture_nor_clean(skewed_sshd, tm
     trace = json.loads((folder / "t.paddle_trace.json").read_text())
     assert trace["run"] == str(captured / "out")
     listed = cli(server, remote, out, "--list")
-    assert listed.returncode == 0 and listed.stdout.startswith(f"{captured.name}  fetched"), listed.stdout
+    header, first = listed.stdout.splitlines()[:2]
+    assert listed.returncode == 0 and header.startswith("run") and first.startswith(f"{captured.name}  fetched"), (
+        listed.stdout
+    )
 
     # a run whose results were stamped hours in the future and in the past: fetched whole into
     # the same OUT, the times kept, the first capture untouched

@@ -31,6 +31,7 @@ from npuscope.capture.fetch import host_folders, staging_dir
 from npuscope.capture.runs import cancel_script, launch_script, parse_record, parse_runs, run_script
 from npuscope.capture.session import HostRun, cancel, clean, list_runs
 from npuscope.capture.spec import CaptureError, CaptureSpec
+from npuscope.capture_cmd import LIST_HEADER
 from npuscope.text import one_line, printable
 
 RUN = "20261129-143000-ab12"
@@ -267,7 +268,8 @@ def test_list_shows_bad_records_as_bad(tmp_path):
     res = cli(root, tmp_path / "out", "--list")
     no_traceback(res)
     assert res.returncode == 0, res.stderr
-    lines = res.stdout.splitlines()
+    header, *lines = res.stdout.splitlines()
+    assert header == LIST_HEADER
     assert len(lines) == len(ids) + 1
     for run_id in ids:
         (line,) = [ln for ln in lines if ln.startswith(run_id)]

@@ -83,7 +83,7 @@ class CaptureScreen(Screen):
             yield Input(placeholder="ssh host alias, or local", id="host", compact=True,
                         suggester=SuggestFromList(hosts, case_sensitive=True))
             yield Label("Working dir")
-            yield Input(placeholder="default: the login folder", id="workdir", compact=True)
+            yield Input(placeholder="default: the login folder (local: here)", id="workdir", compact=True)
             yield Label("Command")
             yield Input(placeholder="PYTHON SCRIPT [ARGS...]   e.g. python train.py --config a.yaml",
                         id="command", compact=True, classes="wide")
