@@ -41,6 +41,8 @@ class ViewState:
     """Key of the highlighted row per table (the op summary's `row`)."""
     cards_open: bool = False
     """The findings cards shown in place of the tables (narrow terminals)."""
+    stats_by_shape: bool = False
+    """The Op statistics tab groups by op type and input shapes (`g`), else by op type."""
 
     def sort_of(self, table: str) -> Sort:
         return self.sorts.get(table, (ROW, False))
@@ -108,6 +110,12 @@ def select(state: ViewState, table: str, key: object) -> ViewState:
 
 def toggle_cards(state: ViewState) -> ViewState:
     return replace(state, cards_open=not state.cards_open)
+
+
+def toggle_stats_by_shape(state: ViewState) -> ViewState:
+    """Op statistics by type+shape, or back by type; the table's highlighted row starts over."""
+    selection = {k: v for k, v in state.selection.items() if k != "stats"}
+    return replace(state, stats_by_shape=not state.stats_by_shape, selection=_frozen(selection))
 
 
 def close_cards(state: ViewState) -> ViewState:

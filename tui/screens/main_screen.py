@@ -40,6 +40,7 @@ from npuscope.analysis.query import (
     task_positions,
     totals_at,
 )
+from npuscope.analysis.shape_stats import statistic_by_shape
 from npuscope.analysis.timeline_view import TimelineModel, build_model
 from npuscope.analysis.totals import card_summary, op_type_count
 from npuscope.analysis.training_rules import training_findings
@@ -65,6 +66,7 @@ from ..view_state import (
     set_tab,
     sort_by,
     toggle_cards,
+    toggle_stats_by_shape,
 )
 from ..widgets.cards_pane import CardsPane
 from ..widgets.cards_strip import CardsStrip
@@ -107,6 +109,12 @@ STATS_COLUMNS = (
     Column("max_over_avg", "Max/Avg", 7, numeric=True, decimals=1, priority=3),
     Column("ratio_pct", "Ratio(%)", 20, numeric=True, bar=True, priority=1),
     Column("bound", "Bound", 10, priority=3),
+)
+# `g`: the same, one row per op type and input shapes.
+STATS_SHAPE_COLUMNS = (
+    STATS_COLUMNS[0],
+    Column("input_shapes", "Input Shapes", 18, flex=True, min_width=12, priority=1),
+    *STATS_COLUMNS[1:],
 )
 _SHOWN = (
     "row", "card", "start_ns", "start_us", "op_name", "op_type", "task_type", "duration_us",
@@ -162,6 +170,8 @@ class MainScreen(Screen):
         Binding("i", "detail", "Detail of the highlighted finding", show=False),
         Binding("e", "export", "Export"),
         Binding("y", "copy_report", "Copy op report"),
+        # Before the tables' own `g` (first row, as `home`): on Op statistics it groups.
+        Binding("g", "group_stats", "Op statistics by type + shape (again: by type)", show=False, priority=True),
         Binding("v", "card_spread", "Cards view", show=False),
         Binding("C", "compare", "Compare with…", show=False),
         Binding("c", "capture", "Capture"),
@@ -324,7 +334,10 @@ class MainScreen(Screen):
 
     def card_stats(self) -> pl.DataFrame:
         profile, diagnosis = self.loaded
-        stats = profile.op_statistic.filter(pl.col("card") == self.card)
+        if self.state.stats_by_shape:  # `g`: per op type and input shapes, from the card's tasks
+            stats = statistic_by_shape(self.card_tasks())
+        else:
+            stats = profile.op_statistic.filter(pl.col("card") == self.card)
         # The bound type of each op type, as the report's op statistics give it.
         stats = with_bound(stats, self.card_tasks_with_ratios(), diagnosis.thresholds.bound_min_pct)
         return stats.with_columns(
@@ -381,7 +394,8 @@ class MainScreen(Screen):
             key, desc = self.sorts["stats"]
             stats = self.card_stats()
             order = stats_positions(stats, self.filter_query, key, desc)
-            stats_table.set_data(stats, STATS_COLUMNS, sort=(key, desc), keep_key=None, order=order)
+            columns = STATS_SHAPE_COLUMNS if self.state.stats_by_shape else STATS_COLUMNS
+            stats_table.set_data(stats, columns, sort=(key, desc), keep_key=None, order=order)
         self._update_status()
 
     @work(thread=True, group="timeline", exit_on_error=False, description="build timeline")
@@ -774,8 +788,24 @@ class MainScreen(Screen):
     @on(FrameTable.RowSelected, "#stats-table")
     def _type_chosen(self, message: FrameTable.RowSelected) -> None:
         op_type = message.row["op_type"]
-        if self.apply_filter(f"type:{op_type}"):
+        shapes = message.row.get("input_shapes") if self.state.stats_by_shape else None
+        if self.apply_filter(f"type:{op_type}" + (f" shape:{shapes}" if shapes else "")):
             self.action_tab("summary")
+
+    def action_group_stats(self) -> None:
+        """`g`: Op statistics by op type and input shapes, or back by op type; in another
+        table its first row, as the tables' own `g`."""
+        if not self.profile:
+            return
+        if self.current_table().id != "stats-table":
+            self.current_table().action_cursor_first()
+            return
+        self.state = toggle_stats_by_shape(self.state)
+        self.refresh_tables(which=("stats",))
+        self.notify(
+            "Op statistics by op type and input shapes" if self.state.stats_by_shape else "Op statistics by op type",
+            timeout=2,
+        )
 
     @on(ViewPane.Changed)
     def _pane_changed(self, message: ViewPane.Changed) -> None:
