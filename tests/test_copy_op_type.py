@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from pilot_helpers import wait_loaded
 
 from npuscope.fixtures.demo_profile import ensure_demo
@@ -32,3 +33,20 @@ async def test_y_on_op_statistics_reports_the_highlighted_type(tmp_path):
         await pilot.press("y")
         await pilot.pause()
         assert app.clipboard.startswith(f"## Op report: `{task['op_name']}` ({task['op_type']})")
+
+
+@pytest.mark.parametrize("size", [(80, 24), (100, 30), (160, 50), (200, 50)])
+async def test_the_header_shows_whole_parts_only(tmp_path, size):
+    """At any width the header leaves out whole parts (era, capture, communication), never cuts one."""
+    from npuscope.tui.widgets.header_bar import HeaderBar
+
+    app = NpuscopeApp(ensure_demo(), cache=False, export_dir=tmp_path / "exports")
+    async with app.run_test(size=size) as pilot:
+        screen = await wait_loaded(pilot)
+        header = screen.query_one(HeaderBar)
+        text = str(header.render())
+        assert len(text) <= header.content_size.width, text
+        assert text.startswith("card  0  1/2  1,120 tasks · compute 221.2 ms")
+        assert text.endswith(("ms", "ABCDEFGHIJKLMNOP", "(merged export)")), text
+        if size[0] >= 200:
+            assert text.endswith("CANN 7.0+ (merged export)")

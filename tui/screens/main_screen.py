@@ -16,7 +16,6 @@ from functools import partial
 from pathlib import Path
 
 import polars as pl
-from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -356,9 +355,9 @@ class MainScreen(Screen):
             cards=p.cards,
             summary=card_summary(p, tasks, self.card),
             skipped=p.skipped_rows,
+            rank=self.rank,
+            rank_position=self.rank_position,
         )
-        if self.rank is not None and isinstance(header.content, Text):  # a rank: named first, where 80 columns show it
-            header.update(Text.assemble(("rank ", "dim"), (f" {self.rank} ", "bold reverse"), (f" {self.rank_position}  ", "dim"), header.content))
         self.query_one(CardsPane).show(d.for_card(self.card), card_kpis(tasks))
         self.query_one(CardsStrip).show(d.for_card(self.card))
         timeline = self.query_one(MiniTimeline)
