@@ -50,3 +50,16 @@ async def test_the_header_shows_whole_parts_only(tmp_path, size):
         assert text.endswith(("ms", "ABCDEFGHIJKLMNOP", "(merged export)")), text
         if size[0] >= 200:
             assert text.endswith("CANN 7.0+ (merged export)")
+
+
+async def test_a_long_status_line_wraps_instead_of_being_cut(tmp_path):
+    app = NpuscopeApp(ensure_demo(), cache=False, export_dir=tmp_path / "exports")
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await wait_loaded(pilot)
+        await pilot.press("w", "slash", *"cause:recompilation type:ReduceSum", "enter")
+        await pilot.pause()
+        status = screen.query_one("#status")
+        text = str(status.render())
+        assert "sorted by wait_us" in text and "filter: cause:recompilation type:ReduceSum" in text
+        assert len(text) > status.content_size.width  # it would not fit one line
+        assert status.size.height == 2  # so it takes two, whole
