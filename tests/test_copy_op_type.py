@@ -63,3 +63,19 @@ async def test_a_long_status_line_wraps_instead_of_being_cut(tmp_path):
         assert "sorted by wait_us" in text and "filter: cause:recompilation type:ReduceSum" in text
         assert len(text) > status.content_size.width  # it would not fit one line
         assert status.size.height == 2  # so it takes two, whole
+
+
+async def test_help_rows_wrap_at_80_columns(tmp_path):
+    from npuscope.tui.screens.help_screen import HelpScreen
+
+    app = NpuscopeApp(ensure_demo(), cache=False, export_dir=tmp_path / "exports")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_loaded(pilot)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        keys = app.screen.query_one("#help-keys")
+        lines = str(keys.render()).splitlines()
+        assert max(len(line) for line in lines) <= keys.content_size.width, max(lines, key=len)
+        joined = " ".join(" ".join(line.split()) for line in lines)
+        assert "Filter the tables to the finding, jump to its worst task" in joined

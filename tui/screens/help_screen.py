@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Iterable, Sequence
 
 from rich.cells import cell_len
@@ -89,16 +90,20 @@ def all_keys(
     return rows
 
 
-def keys_text(rows: Sequence[KeyRow]) -> Text:
-    """The rows as aligned lines, one per key, never wrapped (the page scrolls sideways)."""
+def keys_text(rows: Sequence[KeyRow], width: int | None = None) -> Text:
+    """The rows as aligned lines, one per key; with `width`, a description longer than the
+    room left wraps under itself (a hanging indent), so nothing runs past the edge."""
     head = ("where", "keys", "does")
     widths = [max(cell_len(r[i]) for r in (head, *rows)) for i in range(2)]
+    indent = widths[0] + widths[1] + 4
+    room = max(width - indent, 20) if width else None
     text = Text()
     text.append(f"{head[0]:<{widths[0]}}  {head[1]:<{widths[1]}}  {head[2]}\n", style="bold")
     for where, keys, does in rows:
         text.append(f"{where:<{widths[0]}}  ", style="dim")
         text.append(f"{keys:<{widths[1]}}  ", style="bold")
-        text.append(f"{does}\n")
+        lines = textwrap.wrap(does, room) if room and cell_len(does) > room else [does]
+        text.append(("\n" + " " * indent).join(lines) + "\n")
     text.rstrip()
     return text
 
@@ -126,3 +131,8 @@ class HelpScreen(ModalScreen[None]):
 
     def on_resize(self, event: events.Resize) -> None:
         self.set_class(self.size.width < NARROW_WIDTH, "narrow")
+        # The descriptions wrap to the page's width once it is known (its padding left out).
+        width = self.query_one("#help-keys", Static).content_size.width
+        if width:
+            self.keys_table = keys_text(self.rows, width)
+            self.query_one("#help-keys", Static).update(self.keys_table)
