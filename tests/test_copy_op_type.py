@@ -79,3 +79,23 @@ async def test_help_rows_wrap_at_80_columns(tmp_path):
         assert max(len(line) for line in lines) <= keys.content_size.width, max(lines, key=len)
         joined = " ".join(" ".join(line.split()) for line in lines)
         assert "Filter the tables to the finding, jump to its worst task" in joined
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 50)])
+async def test_the_evidence_of_a_finding_keeps_its_names_readable(tmp_path, size):
+    from rich.console import Console
+
+    from npuscope.tui.screens.finding_screen import FindingScreen
+
+    app = NpuscopeApp(ensure_demo(), cache=False, export_dir=tmp_path / "exports")
+    async with app.run_test(size=size) as pilot:
+        await wait_loaded(pilot)
+        await pilot.press("i")  # the worst finding: recompilation before ReduceSum
+        await pilot.pause()
+        assert isinstance(app.screen, FindingScreen)
+        evidence = app.screen.query_one("#finding-evidence")
+        console = Console(width=evidence.content_size.width, record=True, file=open("/dev/null", "w"))
+        console.print(evidence.content)  # the Rich table the panel draws
+        text = console.export_text()
+        assert "ReduceSum" in text and "Reduc…" not in text and "7,948.919" in text
+        assert ("Input Shapes" in text) == (size[0] >= 110)

@@ -40,9 +40,15 @@ def view_table(finding: Finding) -> Table:
     return table
 
 
-def evidence_table(finding: Finding) -> Table:
+NARROW_EVIDENCE = 110
+"""Below this many columns the task evidence leaves out Task Type and Input Shapes (in the task
+detail, Enter on the row), so the names that stay are not cut to a few letters."""
+
+
+def evidence_table(finding: Finding, width: int | None = None) -> Table:
     if finding.view:
         return view_table(finding)
+    narrow = width is not None and width < NARROW_EVIDENCE
     table = Table(expand=True, header_style="bold", box=None)
     rows = [
         (
@@ -61,14 +67,16 @@ def evidence_table(finding: Finding) -> Table:
         ("Op Name", "left"), ("OP Type", "left"), ("Task Type", "left"), ("Start(us)", "right"),
         ("Duration(us)", "right"), ("Wait(us)", "right"), ("Cause", "left"), ("Input Shapes", "left"),
     )  # fmt: skip
-    for i, (title, justify) in enumerate(columns):
+    kept = [i for i, (title, _) in enumerate(columns) if not (narrow and title in ("Task Type", "Input Shapes"))]
+    for i in kept:
+        title, justify = columns[i]
         if justify == "right":  # numbers are never cut: as wide as the widest
-            width = max([len(title)] + [len(r[i]) for r in rows])
-            table.add_column(title, justify=justify, no_wrap=True, min_width=width)
+            wide = max([len(title)] + [len(r[i]) for r in rows])
+            table.add_column(title, justify=justify, no_wrap=True, min_width=wide)
         else:
-            table.add_column(title, justify=justify, overflow="ellipsis", no_wrap=True, ratio=1)
+            table.add_column(title, justify=justify, overflow="ellipsis", no_wrap=True, ratio=2 if i == 0 else 1)
     for r in rows:
-        table.add_row(*r)
+        table.add_row(*(r[i] for i in kept))
     return table
 
 
@@ -98,7 +106,7 @@ class FindingScreen(ModalScreen[None]):
                 yield Static(escape("op names: " + printable(", ".join(f.op_names))))
             yield Label("Evidence (worst first)", classes="section")
             empty = f"no {f.view} rows for this finding" if f.view else "no task rows for this finding"
-            yield Static(evidence_table(f) if f.evidence else empty)
+            yield Static(evidence_table(f, self.app.size.width) if f.evidence else empty, id="finding-evidence")
             yield Label("What to do", classes="section")
             yield Static(escape(f.advice))
             yield Label("Esc closes · Enter on the card filters the tables", classes="hint")
