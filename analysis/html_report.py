@@ -22,9 +22,21 @@ from typing import Any
 from npuscope.parsers import Profile
 
 from . import svg
+from .cluster_report import RANK_HEADERS
 from .diagnose import Diagnosis
 from .findings import SEVERITY_MARK
-from .report import VIEW_SECTIONS
+from .report import (
+    OP_STAT_HEADERS,
+    OP_STAT_NUMERIC,
+    TASK_HEADERS,
+    TASK_NUMERIC,
+    VIEW_SECTIONS,
+    WAIT_HEADERS,
+    WAIT_NUMERIC,
+    op_stat_cells,
+    task_cells,
+    wait_cells,
+)
 from .svg import Bar, esc
 from .timeline_view import CAUSES, HOST_COMPILE_LANE, HOST_SYNC_LANE, IDLE_LANE, LaneView, build_model, fit, render
 from .training_tables import card_step_windows, step_marks
@@ -316,23 +328,7 @@ def op_bars(stats: Sequence[Mapping[str, Any]], top: int) -> str:
     legend = svg.legend(
         [(LANE_LABEL[k], LANE_COLOR[k]) for k in ("AI_CORE", "AI_VECTOR_CORE", "AI_CPU", "MIX", "COMM", "OTHER")]
     )
-    tab = table(
-        ["OP Type", "Core Type", "Count", "Total(us)", "Avg(us)", "Max(us)", "Ratio(%)", "Bound"],
-        [
-            [
-                r["op_type"],
-                r["core_type"],
-                r["count"],
-                r["total_us"],
-                r["avg_us"],
-                r["max_us"],
-                r["ratio_pct"],
-                r.get("bound", "unknown"),
-            ]
-            for r in rows
-        ],
-        {2, 3, 4, 5, 6},
-    )
+    tab = table(OP_STAT_HEADERS, [op_stat_cells(r) for r in rows], OP_STAT_NUMERIC)
     return svg.hbars(bars, "total time per op type") + legend + more + tab
 
 
@@ -377,34 +373,7 @@ def longest_html(card: Mapping[str, Any]) -> str:
             for r in rows
         ]
         out.append(svg.hbars(bars, "longest tasks"))
-    out.append(
-        table(
-            [
-                "Op Name",
-                "OP Type",
-                "Task Type",
-                "Start(us)",
-                "Duration(us)",
-                "Wait(us)",
-                "Input Shapes",
-                "Input Dtypes",
-            ],
-            [
-                [
-                    r["op_name"],
-                    r["op_type"],
-                    r["task_type"],
-                    r["start_us"],
-                    r["duration_us"],
-                    r["wait_us"],
-                    r["input_shapes"],
-                    r["input_dtypes"],
-                ]
-                for r in rows
-            ],
-            {3, 4, 5},
-        )
-    )
+    out.append(table(TASK_HEADERS, [task_cells(r) for r in rows], TASK_NUMERIC))
     out.append("<h3>Longest waits</h3>")
     rows = card["top_wait"]
     if rows:
@@ -418,20 +387,12 @@ def longest_html(card: Mapping[str, Any]) -> str:
             for r in rows
         ]
         out.append(svg.hbars(bars, "longest waits"))
-    head = ["Op Name", "OP Type", "Start(us)", "Wait(us)", "Cause", "Duration(us)", "Input Shapes"]
+    cause = WAIT_HEADERS.index("Cause")
     body = []
     for r in rows:
-        cells = [
-            _cell(r["op_name"]),
-            _cell(r["op_type"]),
-            _cell(r["start_us"]),
-            _cell(r["wait_us"]),
-            f"<td>{_cause(r['wait_cause'])}</td>",
-            _cell(r["duration_us"]),
-            _cell(r["input_shapes"]),
-        ]
+        cells = [f"<td>{_cause(v)}</td>" if i == cause else _cell(v) for i, v in enumerate(wait_cells(r))]
         body.append("<tr>" + "".join(cells) + "</tr>")
-    out.append(table(head, [], {2, 3, 5}).replace("<tbody></tbody>", f"<tbody>{''.join(body)}</tbody>"))
+    out.append(table(WAIT_HEADERS, [], WAIT_NUMERIC).replace("<tbody></tbody>", f"<tbody>{''.join(body)}</tbody>"))
     return "".join(out)
 
 
@@ -584,17 +545,7 @@ def cluster_html(cluster: Mapping[str, Any], detailed: str | None) -> str:
 
     out.append(
         table(
-            [
-                "Rank",
-                "Step(us)",
-                "Compute(us)",
-                "Communication(us)",
-                "Exposed comm(us)",
-                "Free(us)",
-                "Wait(us)",
-                "Tasks",
-                "Mark",
-            ],
+            RANK_HEADERS,
             [
                 [
                     r["rank"],

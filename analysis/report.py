@@ -6,6 +6,7 @@ so the three formats can never disagree.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import polars as pl
@@ -41,6 +42,35 @@ ROW_KEYS = (
     "input_shapes",
     "input_dtypes",
 )
+
+
+# The report's three task tables, as text, markdown and HTML show them: headers, the cells of
+# a row of the JSON document, and which columns are numbers.
+OP_STAT_HEADERS = ("OP Type", "Core Type", "Count", "Total(us)", "Avg(us)", "Max(us)", "Ratio(%)", "Bound")
+OP_STAT_NUMERIC = {2, 3, 4, 5, 6}
+TASK_HEADERS = (
+    "Op Name", "OP Type", "Task Type", "Start(us)", "Duration(us)", "Wait(us)", "Input Shapes", "Input Dtypes",
+)  # fmt: skip
+TASK_NUMERIC = {3, 4, 5}
+WAIT_HEADERS = ("Op Name", "OP Type", "Start(us)", "Wait(us)", "Cause", "Duration(us)", "Input Shapes")
+WAIT_NUMERIC = {2, 3, 5}
+
+
+def op_stat_cells(r: Mapping[str, Any]) -> list[Any]:
+    """A row of a card's `op_statistic` under OP_STAT_HEADERS."""
+    keys = ("op_type", "core_type", "count", "total_us", "avg_us", "max_us", "ratio_pct")
+    return [*(r[k] for k in keys), r.get("bound", "unknown")]
+
+
+def task_cells(r: Mapping[str, Any]) -> list[Any]:
+    """A row of a card's `top_duration` under TASK_HEADERS."""
+    keys = ("op_name", "op_type", "task_type", "start_us", "duration_us", "wait_us", "input_shapes", "input_dtypes")
+    return [r[k] for k in keys]
+
+
+def wait_cells(r: Mapping[str, Any]) -> list[Any]:
+    """A row of a card's `top_wait` under WAIT_HEADERS."""
+    return [r[k] for k in ("op_name", "op_type", "start_us", "wait_us", "wait_cause", "duration_us", "input_shapes")]
 
 
 def _clean(value: Any) -> Any:
@@ -153,70 +183,14 @@ def render(report: dict[str, Any], fmt: str) -> str:
                 out.append(f"         at stake {at_stake}; {f['advice']}")
         out.append("")
         out.append("### Op statistics" if md else "Op statistics")
-        rows = [
-            [
-                r["op_type"],
-                r["core_type"],
-                r["count"],
-                r["total_us"],
-                r["avg_us"],
-                r["max_us"],
-                r["ratio_pct"],
-                r.get("bound", "unknown"),
-            ]
-            for r in card["op_statistic"][: report["top"]]
-        ]
-        out += table(
-            ["OP Type", "Core Type", "Count", "Total(us)", "Avg(us)", "Max(us)", "Ratio(%)", "Bound"],
-            rows,
-            {2, 3, 4, 5, 6},
-        )
+        rows = [op_stat_cells(r) for r in card["op_statistic"][: report["top"]]]
+        out += table(list(OP_STAT_HEADERS), rows, OP_STAT_NUMERIC)
         out.append("")
         out.append("### Longest tasks" if md else "Longest tasks")
-        rows = [
-            [
-                r["op_name"],
-                r["op_type"],
-                r["task_type"],
-                r["start_us"],
-                r["duration_us"],
-                r["wait_us"],
-                r["input_shapes"],
-                r["input_dtypes"],
-            ]
-            for r in card["top_duration"]
-        ]
-        out += table(
-            [
-                "Op Name",
-                "OP Type",
-                "Task Type",
-                "Start(us)",
-                "Duration(us)",
-                "Wait(us)",
-                "Input Shapes",
-                "Input Dtypes",
-            ],
-            rows,
-            {3, 4, 5},
-        )
+        out += table(list(TASK_HEADERS), [task_cells(r) for r in card["top_duration"]], TASK_NUMERIC)
         out.append("")
         out.append("### Longest waits" if md else "Longest waits")
-        rows = [
-            [
-                r["op_name"],
-                r["op_type"],
-                r["start_us"],
-                r["wait_us"],
-                r["wait_cause"],
-                r["duration_us"],
-                r["input_shapes"],
-            ]
-            for r in card["top_wait"]
-        ]
-        out += table(
-            ["Op Name", "OP Type", "Start(us)", "Wait(us)", "Cause", "Duration(us)", "Input Shapes"], rows, {2, 3, 5}
-        )
+        out += table(list(WAIT_HEADERS), [wait_cells(r) for r in card["top_wait"]], WAIT_NUMERIC)
         if "steps" in card:
             out += training_lines(card, md, report["top"], table)
     # Op names, shapes, notes and paths come from the files: no escape sequence gets through.

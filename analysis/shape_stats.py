@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from npuscope.parsers.frames import is_communication
+from npuscope.parsers.frames import statistic_of
 
 SHAPE_STAT_ORDER = (
     "card",
@@ -29,17 +29,7 @@ SHAPE_STAT_ORDER = (
 def statistic_by_shape(tasks: pl.DataFrame) -> pl.DataFrame:
     """One row per (card, OP Type, Core Type = Task Type, Input Shapes) of `tasks`' operator
     tasks; an empty shape cell is its own group (shown as no shape)."""
-    compute = tasks.select("card", "op_type", "task_type", "input_shapes", "duration_us").filter(~is_communication())
-    stat = compute.group_by(["card", "op_type", "task_type", "input_shapes"], maintain_order=True).agg(
-        pl.len().cast(pl.Int64).alias("count"),
-        pl.col("duration_us").sum().alias("total_us"),
-        pl.col("duration_us").min().alias("min_us"),
-        pl.col("duration_us").mean().alias("avg_us"),
-        pl.col("duration_us").max().alias("max_us"),
-    )
-    stat = stat.rename({"task_type": "core_type"}).with_columns(
-        (pl.col("total_us") / pl.col("total_us").sum().over("card") * 100).fill_nan(0.0).alias("ratio_pct")
-    )
+    stat = statistic_of(tasks, ("input_shapes",))
     return stat.select(SHAPE_STAT_ORDER).sort(
         ["card", "total_us", "op_type", "input_shapes"],
         descending=[False, True, False, False],

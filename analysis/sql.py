@@ -295,25 +295,11 @@ def findings_table(findings: Iterable[Finding]) -> pl.DataFrame:
 
 
 def ranks_table(summary: Any) -> pl.DataFrame:
-    """One row per rank of a ClusterSummary (analysis/cluster.py), rank order."""
-    slow = set(summary.slow_ranks)
-    rows = [
-        {
-            "rank": r.rank,
-            "folder": str(r.folder),
-            "slow": r.rank in slow,
-            "step_us": r.step_us,
-            "compute_us": r.compute_us,
-            "communication_us": r.communication_us,
-            "exposed_comm_us": r.exposed_comm_us,
-            "free_us": r.free_us,
-            "wait_us": r.wait_us,
-            "tasks": r.tasks,
-            "error": r.error,
-        }
-        for r in summary.ranks
-    ]
-    frame = pl.DataFrame(rows, schema=RANKS_SCHEMA) if rows else pl.DataFrame(schema=RANKS_SCHEMA)
+    """One row per rank of a ClusterSummary (analysis/cluster.py), rank order: its `frame()`
+    and whether the rank is slow."""
+    slow = list(summary.slow_ranks)
+    ranks: pl.DataFrame = summary.frame()
+    frame = ranks.with_columns(pl.col("rank").is_in(slow).alias("slow")).select(list(RANKS_SCHEMA))
     # A rank that could not be read has no figures: null, never a zero.
     figures = [c for c in RANKS_SCHEMA if c.endswith("_us") or c == "tasks"]
     return frame.with_columns(pl.when(pl.col("error").is_null()).then(pl.col(c)).alias(c) for c in figures)

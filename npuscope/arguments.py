@@ -29,3 +29,29 @@ def percent(text: str) -> float:
     if not value >= 0 or value == float("inf"):
         raise argparse.ArgumentTypeError("must be a percentage >= 0")
     return value
+
+
+def add_source_args(
+    parser: argparse.ArgumentParser,
+    *,
+    path: bool = True,
+    timeline_help: str = "skip the timeline (faster on GB timelines)",
+) -> None:
+    """PATH (unless the command names its own), --capture, --no-cache, --strict, --source and
+    --no-timeline: how every command picks and reads a profile."""
+    if path:
+        parser.add_argument("path", nargs="?", help="profile folder or file (default: the bundled demo)")
+    parser.add_argument("--capture", help="which capture to open when PATH holds several (name or index)")
+    parser.add_argument("--no-cache", action="store_true", help="parse from scratch and write no cache entry")
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse a file with damaged rows (fewer fields than its header) instead of skipping them",
+    )
+    parser.add_argument(
+        "--source",
+        choices=("auto", "text", "db"),
+        default="auto",
+        help="when a capture has both, read its text export or its db export (default auto: the db)",
+    )
+    parser.add_argument("--no-timeline", action="store_true", help=timeline_help)

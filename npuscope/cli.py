@@ -13,31 +13,12 @@ import sys
 from pathlib import Path
 
 from . import __version__
-from .arguments import count, percent
+from .arguments import add_source_args, count, percent
 from .capture_cmd import add_capture_parser, run_capture, split_command
 from .export_cmd import add_export_parser
 from .sql_cmd import add_sql_parser
 
 DESCRIPTION = "Terminal explorer for Huawei Ascend NPU profiles (msprof, torch_npu, Paddle)."
-
-
-def _add_source_args(parser: argparse.ArgumentParser) -> None:
-    """PATH, --capture and --no-cache: how every command picks and reads a profile."""
-    parser.add_argument("path", nargs="?", help="profile folder or file (default: the bundled demo)")
-    parser.add_argument("--capture", help="which capture to open when PATH holds several (name or index)")
-    parser.add_argument("--no-cache", action="store_true", help="parse from scratch and write no cache entry")
-    parser.add_argument(
-        "--strict",
-        action="store_true",
-        help="refuse a file with damaged rows (fewer fields than its header) instead of skipping them",
-    )
-    parser.add_argument(
-        "--source",
-        choices=("auto", "text", "db"),
-        default="auto",
-        help="when a capture has both, read its text export or its db export (default auto: the db)",
-    )
-    parser.add_argument("--no-timeline", action="store_true", help="skip the timeline (faster on GB timelines)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -54,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
             "With no PATH, the bundled demo profile."
         ),
     )
-    _add_source_args(inspect)
+    add_source_args(inspect)
     report = sub.add_parser(
         "report",
         help="diagnose a profile: findings, op statistics, longest tasks and waits",
@@ -68,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
             "on bad input."
         ),
     )
-    _add_source_args(report)
+    add_source_args(report)
     report.add_argument(
         "--card",
         default=None,
@@ -156,7 +137,7 @@ def build_explorer_parser() -> argparse.ArgumentParser:
         "bundled demo profile). Commands: " + ", ".join(SUBCOMMANDS) + " (npuscope COMMAND --help).",
     )
     parser.add_argument("--version", action="version", version=f"npuscope {__version__}")
-    _add_source_args(parser)
+    add_source_args(parser)
     parser.add_argument("--compare", metavar="NEW", help="open the comparison of NEW against PATH once PATH is loaded")
     parser.add_argument("--rules", metavar="FILE", help="TOML file overriding rule thresholds")
     parser.add_argument(

@@ -17,6 +17,8 @@ import os
 import secrets
 from pathlib import Path
 
+from .arguments import add_source_args
+
 # npuscope.parsers (and polars) are imported in the functions: cli imports this module to build
 # its parser, and `--help` stays instant.
 
@@ -33,23 +35,7 @@ def add_export_parser(sub: argparse._SubParsersAction) -> None:
             "2 on bad input."
         ),
     )
-    # The source options of every command (cli._add_source_args; this module sits below the
-    # CLI in the layers and cannot import it).
-    parser.add_argument("path", nargs="?", help="profile folder or file (default: the bundled demo)")
-    parser.add_argument("--capture", help="which capture to open when PATH holds several (name or index)")
-    parser.add_argument("--no-cache", action="store_true", help="parse from scratch and write no cache entry")
-    parser.add_argument(
-        "--strict",
-        action="store_true",
-        help="refuse a file with damaged rows (fewer fields than its header) instead of skipping them",
-    )
-    parser.add_argument(
-        "--source",
-        choices=("auto", "text", "db"),
-        default="auto",
-        help="when a capture has both, read its text export or its db export (default auto: the db)",
-    )
-    parser.add_argument("--no-timeline", action="store_true", help="skip the timeline (no host tracks or flows)")
+    add_source_args(parser, timeline_help="skip the timeline (no host tracks or flows)")
     parser.add_argument("--perfetto", metavar="OUT", required=True, help="the trace file to write (e.g. run.pftrace)")
     parser.add_argument("--card", default="all", help="card id, or all (default)")
     parser.add_argument("--force", action="store_true", help="replace OUT when it exists")

@@ -14,6 +14,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from .arguments import add_source_args
+
 MAX_CLUSTER_TASKS = 4_000_000
 """Per-rank tables of a cluster hold every rank's rows in memory: this many tasks at most
 (twice the 2M-row profile of BENCHMARKS.md) unless --rank names the ranks."""
@@ -35,7 +37,7 @@ def add_sql_parser(sub: argparse._SubParsersAction) -> None:
         ),
     )
     # PATH is required (a lone argument would read as a query or a path); the source options
-    # are those of every command (cli._add_source_args).
+    # are those of every command (arguments.add_source_args).
     parser.add_argument(
         "path", metavar="PATH", help=f"profile folder or file, or a cluster; `{DEMO}`: the bundled demo"
     )
@@ -48,20 +50,7 @@ def add_sql_parser(sub: argparse._SubParsersAction) -> None:
         default="table",
         help="table (aligned text, default), csv, json (a list of row objects) or parquet",
     )
-    parser.add_argument("--capture", help="which capture to open when PATH holds several (name or index)")
-    parser.add_argument("--no-cache", action="store_true", help="parse from scratch and write no cache entry")
-    parser.add_argument(
-        "--strict",
-        action="store_true",
-        help="refuse a file with damaged rows (fewer fields than its header) instead of skipping them",
-    )
-    parser.add_argument(
-        "--source",
-        choices=("auto", "text", "db"),
-        default="auto",
-        help="when a capture has both, read its text export or its db export (default auto: the db)",
-    )
-    parser.add_argument("--no-timeline", action="store_true", help="skip the timeline (no events table rows)")
+    add_source_args(parser, path=False, timeline_help="skip the timeline (no events table rows)")
     parser.add_argument("--out", metavar="FILE", help="write the result to FILE (written whole or not at all)")
     parser.add_argument("--rules", metavar="FILE", help="TOML file overriding rule thresholds (the findings table)")
     parser.add_argument(

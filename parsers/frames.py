@@ -204,28 +204,33 @@ def _fold_models(df: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def derive_statistic(tasks: pl.DataFrame) -> pl.DataFrame:
-    """op_statistic from tasks, as msprof computes it.
-
-    Per card and (OP Type, Core Type = Task Type); communication tasks are left out, and the
-    ratio is of the card's total compute time.
-    """
+def statistic_of(tasks: pl.DataFrame, by: tuple[str, ...] = ()) -> pl.DataFrame:
+    """op_statistic's figures per card, (OP Type, Core Type = Task Type) and the task columns
+    `by`, unsorted: count, total, min, avg, max and ratio of the card's compute time;
+    communication tasks are left out."""
     # Select before filtering: filtering the whole frame would copy every PMU column.
-    compute = tasks.select("card", "op_type", "task_type", "duration_us").filter(~is_communication())
+    compute = tasks.select("card", "op_type", "task_type", *by, "duration_us").filter(~is_communication())
     # Groups in order of first appearance: the card's total (the ratio's divisor) is then summed
     # in one order every time, and equal frames give equal ratios to the last bit.
-    stat = compute.group_by(["card", "op_type", "task_type"], maintain_order=True).agg(
+    stat = compute.group_by(["card", "op_type", "task_type", *by], maintain_order=True).agg(
         pl.len().cast(pl.Int64).alias("count"),
         pl.col("duration_us").sum().alias("total_us"),
         pl.col("duration_us").min().alias("min_us"),
         pl.col("duration_us").mean().alias("avg_us"),
         pl.col("duration_us").max().alias("max_us"),
     )
-    stat = stat.rename({"task_type": "core_type"}).with_columns(
-        (pl.col("total_us") / pl.col("total_us").sum().over("card") * 100)
-        .fill_nan(0.0)
-        .alias("ratio_pct")
+    return stat.rename({"task_type": "core_type"}).with_columns(
+        (pl.col("total_us") / pl.col("total_us").sum().over("card") * 100).fill_nan(0.0).alias("ratio_pct")
     )
+
+
+def derive_statistic(tasks: pl.DataFrame) -> pl.DataFrame:
+    """op_statistic from tasks, as msprof computes it.
+
+    Per card and (OP Type, Core Type = Task Type); communication tasks are left out, and the
+    ratio is of the card's total compute time.
+    """
+    stat = statistic_of(tasks)
     return stat.select([pl.col(c).cast(STAT_SCHEMA[c]) for c in STAT_ORDER]).sort(
         ["card", "total_us", "op_type"], descending=[False, True, False], maintain_order=True
     )
