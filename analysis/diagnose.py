@@ -27,8 +27,20 @@ ANALYSIS_VERSION = source_digest(Path(__file__).parent)
 CAUSE_COLUMNS = ("wait_cause", "wait_confidence")
 
 RULE_COLUMNS = (
-    "row", "card", "op_name", "op_type", "task_type", "op_state", "is_aclnn", "start_us",
-    "duration_us", "wait_us", "input_shapes", "input_dtypes", "wait_cause", "wait_confidence",
+    "row",
+    "card",
+    "op_name",
+    "op_type",
+    "task_type",
+    "op_state",
+    "is_aclnn",
+    "start_us",
+    "duration_us",
+    "wait_us",
+    "input_shapes",
+    "input_dtypes",
+    "wait_cause",
+    "wait_confidence",
     "block_num",
 )
 
@@ -83,12 +95,14 @@ def diagnose(
         tasks = tasks.with_columns(pl.lit(None, dtype=pl.String).alias(c) for c in CAUSE_COLUMNS)
     elif cache is not None:
         causes = cache.load_or_build(
-            "wait_causes", profile.files,
+            "wait_causes",
+            profile.files,
             lambda: attribute_waits(tasks, profile.events, th, profile.steps).select(CAUSE_COLUMNS),
             extra,
             # One cause per task, as text; anything else would not line up with the tasks.
-            schema=lambda f: f.height == tasks.height and f.columns == list(CAUSE_COLUMNS)
-            and all(t == pl.String for t in f.dtypes),
+            schema=lambda f: (
+                f.height == tasks.height and f.columns == list(CAUSE_COLUMNS) and all(t == pl.String for t in f.dtypes)
+            ),
         )
         tasks = tasks.with_columns(causes)
     else:
@@ -98,8 +112,10 @@ def diagnose(
         # `recompilation` is the online compilation of an aclop operator: on another device
         # the first call of a shape before a long wait tells nothing about the wait.
         tasks = tasks.with_columns(
-            pl.when(pl.col("wait_cause") == "recompilation").then(pl.lit("unexplained"))
-            .otherwise(pl.col("wait_cause")).alias("wait_cause")
+            pl.when(pl.col("wait_cause") == "recompilation")
+            .then(pl.lit("unexplained"))
+            .otherwise(pl.col("wait_cause"))
+            .alias("wait_cause")
         )
     tasks = tasks.with_row_index("row").with_columns(
         # Start relative to the card's first task: what the user reads on screen.
@@ -108,12 +124,16 @@ def diagnose(
 
     compile_events = compile_event_counts(profile.events)
     if cache is not None:
+
         def run_rules() -> pl.DataFrame:
             found = _findings(profile, tasks, wanted, th, compile_events, kind)
             return pl.DataFrame({"findings": [orjson.dumps([f.to_dict() for f in found]).decode()]})
 
         stored = cache.load_or_build(
-            "findings", profile.files, run_rules, extra,
+            "findings",
+            profile.files,
+            run_rules,
+            extra,
             schema=lambda f: f.height == 1 and f.schema == {"findings": pl.String} and _stored(f) is not None,
         )
         cache.start_writes()
@@ -136,7 +156,11 @@ def _stored(frame: pl.DataFrame) -> list[Finding]:
 
 
 def _findings(
-    profile: Profile, tasks: pl.DataFrame, wanted: tuple[str, ...], th: Thresholds, compile_events: dict[str, int],
+    profile: Profile,
+    tasks: pl.DataFrame,
+    wanted: tuple[str, ...],
+    th: Thresholds,
+    compile_events: dict[str, int],
     kind: DeviceKind = "NPU",
 ) -> list[Finding]:
     # The rules read these columns only; filtering fewer columns per card copies less.
@@ -162,7 +186,11 @@ def _findings(
 
 
 def _sequence_findings(
-    profile: Profile, tasks: pl.DataFrame, wanted: tuple[str, ...], th: Thresholds, findings: list[Finding],
+    profile: Profile,
+    tasks: pl.DataFrame,
+    wanted: tuple[str, ...],
+    th: Thresholds,
+    findings: list[Finding],
     kind: DeviceKind = "NPU",
 ) -> list[Finding]:
     """The findings of op sequences (analysis/fusion.py) and of the user's code behind the

@@ -14,8 +14,14 @@ SEVERITY_MARK: dict[Severity, str] = {"critical": "CRIT", "warning": "WARN", "in
 
 # The task fields a finding's evidence rows carry, so the UI can jump to them.
 EVIDENCE_FIELDS = (
-    "op_name", "op_type", "task_type", "start_us", "duration_us", "wait_us",
-    "input_shapes", "input_dtypes",
+    "op_name",
+    "op_type",
+    "task_type",
+    "start_us",
+    "duration_us",
+    "wait_us",
+    "input_shapes",
+    "input_dtypes",
 )
 
 VIEWS = ("", "steps", "communication", "links", "host_api", "memory")

@@ -88,8 +88,7 @@ def op_report(profile: Profile, diagnosis: Diagnosis, task: dict[str, Any]) -> s
         pl.col("wait_us").mean().alias("wait_avg"),
     ).row(0, named=True)
     named = [
-        f for f in diagnosis.for_card(task["card"])
-        if task["op_type"] in f.op_types or task["op_name"] in f.op_names
+        f for f in diagnosis.for_card(task["card"]) if task["op_type"] in f.op_types or task["op_name"] in f.op_names
     ]
     lines = [
         f"## Op report: `{task['op_name']}` ({_v(task['op_type'])})",
@@ -134,6 +133,7 @@ def op_report(profile: Profile, diagnosis: Diagnosis, task: dict[str, Any]) -> s
 
 # --------------------------------------------------------------------------- msprof op
 
+
 def _beside(folders: tuple[Path, ...], task: dict[str, Any], min_pct: float) -> list[str]:
     """The msprof op section of a task's report: the kernels of the folders beside the
     capture that are this task (by op name, else op type); a line when none is."""
@@ -153,8 +153,11 @@ def _beside(folders: tuple[Path, ...], task: dict[str, Any], min_pct: float) -> 
         if not hits:
             others += [f"`{k.op_name}`" for k in op.kernels]
     if others and not any(line.startswith("### msprof op") for line in lines):
-        lines += ["", f"msprof op: no kernel of the msprof op folder(s) beside the capture is "
-                      f"`{task['op_name']}` ({_v(task['op_type'])}); kernels: {', '.join(others[:10])}."]
+        lines += [
+            "",
+            f"msprof op: no kernel of the msprof op folder(s) beside the capture is "
+            f"`{task['op_name']}` ({_v(task['op_type'])}); kernels: {', '.join(others[:10])}.",
+        ]
     return lines
 
 
@@ -213,8 +216,13 @@ def kernel_section(op: MsprofOp, kernel: Kernel, min_pct: float, level: str = "#
     ]
     if kernel.ratios:
         units = list(dict.fromkeys(u for _, u, _ in kernel.ratios))
-        lines += ["", "Pipe utilisation (share of the kernel's time each pipe was busy, mean over the cores):", "",
-                  "| pipe | cube cores (aic) | vector cores (aiv) |", "|---|---:|---:|"]
+        lines += [
+            "",
+            "Pipe utilisation (share of the kernel's time each pipe was busy, mean over the cores):",
+            "",
+            "| pipe | cube cores (aic) | vector cores (aiv) |",
+            "|---|---:|---:|",
+        ]
         lines += [f"| {u} | {_pct(kernel.ratio('aic', u))} | {_pct(kernel.ratio('aiv', u))} |" for u in units]
     for title, figures in (
         ("Memory traffic (Memory.csv, summed over the cores)", kernel.memory),
@@ -226,8 +234,11 @@ def kernel_section(op: MsprofOp, kernel: Kernel, min_pct: float, level: str = "#
             lines += ["", f"{title}:", "", "| figure | value |", "|---|---:|"]
             lines += [f"| {f.label} | {_figure(f)} |" for f in figures]
     if not (kernel.ratios or kernel.memory or kernel.l2):
-        lines += ["", "No pipe, memory or L2 figures: only OpBasicInfo.csv was read (collect with "
-                      "`msprof op --aic-metrics=Default`)."]
+        lines += [
+            "",
+            "No pipe, memory or L2 figures: only OpBasicInfo.csv was read (collect with "
+            "`msprof op --aic-metrics=Default`).",
+        ]
     notes = (*kernel.notes, *op.notes)
     if notes:
         lines += ["", *[f"- note: {n}" for n in notes]]
@@ -237,14 +248,18 @@ def kernel_section(op: MsprofOp, kernel: Kernel, min_pct: float, level: str = "#
 
 def msprof_op_listing(ops: list[MsprofOp], min_pct: float) -> list[str]:
     """The kernels of msprof op folders, one table row each (`#N` picks one with --op)."""
-    lines = ["| # | Op Name | Op Type | Task Duration (us) | Block Dim | Device | Bound | folder |",
-             "|---:|---|---|---:|---:|---|---|---|"]
+    lines = [
+        "| # | Op Name | Op Type | Task Duration (us) | Block Dim | Device | Bound | folder |",
+        "|---:|---|---|---:|---:|---|---|---|",
+    ]
     i = 0
     for op in ops:
         for k in op.kernels:
             where = op.path.name + (f"/{k.launch}" if k.launch else "")
-            lines.append(f"| #{i} | `{k.op_name}` | {_v(k.op_type)} | {_v(k.duration_us)} | {_v(k.block_dim)} | "
-                         f"{_v(k.device)} | {kernel_bound(k, min_pct)} | `{where}` |")
+            lines.append(
+                f"| #{i} | `{k.op_name}` | {_v(k.op_type)} | {_v(k.duration_us)} | {_v(k.block_dim)} | "
+                f"{_v(k.device)} | {kernel_bound(k, min_pct)} | `{where}` |"
+            )
             i += 1
     return lines
 
@@ -263,7 +278,8 @@ def msprof_op_report(ops: list[MsprofOp], selector: str | None, min_pct: float) 
             chosen = [kernels[int(selector[1:])]]
         else:
             chosen = [(op, k) for op, k in kernels if k.named(selector)][:1] or [
-                (op, k) for op, k in kernels if k.op_type == selector][:1]
+                (op, k) for op, k in kernels if k.op_type == selector
+            ][:1]
         if not chosen:
             listed = ", ".join(k.op_name for _, k in kernels[:10]) or "none"
             raise ProfileError(f"no kernel named {selector!r} in {names}; kernels: {listed} (or #N)")

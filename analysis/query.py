@@ -55,9 +55,18 @@ _FORMS = (
 )
 
 _KEYS = {
-    "name": "name", "type": "type", "core": "core", "task": "core", "cause": "cause",
-    "shape": "shape", "dtype": "dtype", "card": "card", "state": "state", "kind": "kind",
-    "fused": "fused", "confidence": "confidence",
+    "name": "name",
+    "type": "type",
+    "core": "core",
+    "task": "core",
+    "cause": "cause",
+    "shape": "shape",
+    "dtype": "dtype",
+    "card": "card",
+    "state": "state",
+    "kind": "kind",
+    "fused": "fused",
+    "confidence": "confidence",
 }
 _CMP_FIELDS = {"dur": "duration_us", "duration": "duration_us", "wait": "wait_us", "block": "block_num"}
 _KINDS = {"compute": "compute", "communication": "communication", "comm": "communication", "custom": "custom"}
@@ -66,8 +75,15 @@ _RELATIVE = "xavg"
 _GROUP_COLUMNS = ("op_type", "task_type")
 _SEQUENCE_COLUMNS = ("card", "op_type", "task_type", "start_ns", "duration_us")
 _CAUSES = {
-    "recompilation": "recompilation", "recompile": "recompilation", "host_op": "host_op",
-    "host": "host_op", "communication": "communication", "comm": "communication", "expected": "expected", "unexplained": "unexplained", "any": "any",
+    "recompilation": "recompilation",
+    "recompile": "recompilation",
+    "host_op": "host_op",
+    "host": "host_op",
+    "communication": "communication",
+    "comm": "communication",
+    "expected": "expected",
+    "unexplained": "unexplained",
+    "any": "any",
     "none": "none",
 }
 _UNITS = (("us", 1.0), ("µs", 1.0), ("ms", 1_000.0), ("s", 1_000_000.0))
@@ -78,10 +94,18 @@ _CMP_RE = re.compile(r"([A-Za-z_]+)(>=|<=|==|=|>|<)")
 # Columns each term kind reads, on the task table and on the op statistics table
 # (a kind missing from _STATS_COLUMNS is ignored on op statistics).
 _TASK_COLUMNS = {
-    "text": ("op_name", "op_type"), "name": ("op_name",), "type": ("op_type",),
-    "core": ("task_type",), "cause": ("wait_cause",), "flag": ("is_aclnn", "task_type", "op_type"),
-    "shape": ("input_shapes",), "dtype": ("input_dtypes",), "card": ("card",),
-    "state": ("op_state",), "fused": _SEQUENCE_COLUMNS, "confidence": ("wait_confidence",),
+    "text": ("op_name", "op_type"),
+    "name": ("op_name",),
+    "type": ("op_type",),
+    "core": ("task_type",),
+    "cause": ("wait_cause",),
+    "flag": ("is_aclnn", "task_type", "op_type"),
+    "shape": ("input_shapes",),
+    "dtype": ("input_dtypes",),
+    "card": ("card",),
+    "state": ("op_state",),
+    "fused": _SEQUENCE_COLUMNS,
+    "confidence": ("wait_confidence",),
 }
 _STATS_COLUMNS = {"text": ("op_type",), "type": ("op_type",), "core": ("core_type",), "card": ("card",)}
 
@@ -143,7 +167,9 @@ def parse_query(text: str) -> Query:
         raise QueryError("|", "an alternative needs terms on both sides: a b | c")
     compiled = tuple(t for g in groups for t in g)
     return Query(
-        text=text, terms=tuple(t.raw for t in compiled), _compiled=compiled,
+        text=text,
+        terms=tuple(t.raw for t in compiled),
+        _compiled=compiled,
         _groups=tuple(tuple(g) for g in groups) if compiled else (),
     )
 
@@ -201,7 +227,7 @@ def _compile(raw: str, value: str, quoted_at: int | None) -> _Term | None:
         return _Term(raw, negate, "flag", head.lower() == "aclnn")
     m = _KEY_RE.match(head)
     if m:
-        key, arg = m.group(1).lower(), value[m.end():]
+        key, arg = m.group(1).lower(), value[m.end() :]
         if key not in _KEYS:
             if key in _CMP_FIELDS:
                 raise QueryError(raw, f"{key} compares, write {key}>1000 (or >= < <= =)")
@@ -213,11 +239,9 @@ def _compile(raw: str, value: str, quoted_at: int | None) -> _Term | None:
     if m:
         name = m.group(1).lower()
         if name not in _CMP_FIELDS:
-            raise QueryError(
-                raw, f"only dur, wait and block compare, not {m.group(1)} (quote the term to search text)"
-            )
+            raise QueryError(raw, f"only dur, wait and block compare, not {m.group(1)} (quote the term to search text)")
         op = "=" if m.group(2) == "==" else m.group(2)
-        column, arg = _CMP_FIELDS[name], value[m.end():]
+        column, arg = _CMP_FIELDS[name], value[m.end() :]
         if arg.lower().endswith(_RELATIVE) and column == "duration_us":
             return _Term(raw, negate, "rel", (column, op, _number(raw, arg[: -len(_RELATIVE)], unit=False)))
         kind = "cmp" if column != "block_num" else "num"
@@ -248,7 +272,8 @@ def _key_term(raw: str, negate: bool, kind: str, arg: str) -> _Term:
         cause = _CAUSES.get(arg.lower())
         if cause is None:
             raise QueryError(
-                raw, f"unknown cause {arg}; use recompilation, host_op, communication, expected, unexplained, any or none"
+                raw,
+                f"unknown cause {arg}; use recompilation, host_op, communication, expected, unexplained, any or none",
             )
         return _Term(raw, negate, kind, cause)
     if kind == "core":
@@ -365,8 +390,7 @@ def _expr(term: _Term, columns: tuple[str, ...], distinct: _Distinct) -> pl.Expr
             bound: pl.Expr | float = number * col.mean().over(by)
         else:
             bound = number
-        e = {">": col > bound, ">=": col >= bound, "<": col < bound,
-             "<=": col <= bound, "=": col == bound}[op]
+        e = {">": col > bound, ">=": col >= bound, "<": col < bound, "<=": col <= bound, "=": col == bound}[op]
     elif isinstance(v, bool):
         own = distinct.own_kernel()
         e = aclnn_tasks(own) if v else aclop_tasks(own)

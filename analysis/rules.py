@@ -535,7 +535,8 @@ def _duration_findings(
                 count=n,
                 time_us=total,
                 share_pct=_share(total, d.compute_us),
-                advice=ADVICE["custom_kernel"] if rule == "long_task" and op_type in d.custom_types
+                advice=ADVICE["custom_kernel"]
+                if rule == "long_task" and op_type in d.custom_types
                 else advice(rule, "", d.kind),
                 evidence=evidence(rows, "duration_us", th.evidence_rows),
                 threshold=threshold,
@@ -546,7 +547,10 @@ def _duration_findings(
 
 def long_task(d: CardData, th: Thresholds) -> list[Finding]:
     return _duration_findings(
-        d, th, d.compute.filter(pl.col("duration_us") > th.long_task_us), "long_task",
+        d,
+        th,
+        d.compute.filter(pl.col("duration_us") > th.long_task_us),
+        "long_task",
         lambda op_type, n, rows: f"{n:,} {_kind(op_type)} longer than {th.long_task_us:g} us",
         f"Task Duration > {th.long_task_us:g} us",
     )
@@ -577,8 +581,7 @@ def duration_outlier(d: CardData, th: Thresholds) -> list[Finding]:
                 rule="duration_outlier",
                 severity="warning",
                 title=(
-                    f"{row['op_type']}: max {row['max_us']:,.1f} us is "
-                    f"{row['max_us'] / row['avg_us']:.0f}x its average"
+                    f"{row['op_type']}: max {row['max_us']:,.1f} us is {row['max_us'] / row['avg_us']:.0f}x its average"
                 ),
                 card=d.card,
                 op_types=(row["op_type"],),
@@ -588,10 +591,7 @@ def duration_outlier(d: CardData, th: Thresholds) -> list[Finding]:
                 share_pct=_share(excess, d.compute_us),
                 advice=advice("duration_outlier", "", d.kind),
                 evidence=evidence(rows, "duration_us", th.evidence_rows),
-                threshold=(
-                    f"Count >= {th.outlier_min_calls} and Max >= "
-                    f"{th.outlier_max_over_avg:g} x Avg"
-                ),
+                threshold=(f"Count >= {th.outlier_min_calls} and Max >= {th.outlier_max_over_avg:g} x Avg"),
             )
         )
     return out
@@ -649,7 +649,10 @@ def _wait_findings(d: CardData, th: Thresholds, cause: str, rule: str, title: st
 
 def recompilation(d: CardData, th: Thresholds) -> list[Finding]:
     out = _wait_findings(
-        d, th, "recompilation", "recompilation",
+        d,
+        th,
+        "recompilation",
+        "recompilation",
         "{n} long wait(s) before {op_type} from recompilation ({total:,.0f} us)",
     )
     if not out and d.compile_events >= th.compile_events:
@@ -673,7 +676,10 @@ def recompilation(d: CardData, th: Thresholds) -> list[Finding]:
 
 def host_op_wait(d: CardData, th: Thresholds) -> list[Finding]:
     return _wait_findings(
-        d, th, "host_op", "host_op_wait",
+        d,
+        th,
+        "host_op",
+        "host_op_wait",
         "{n} long wait(s) before {op_type} while the host ran something else ({total:,.0f} us)",
     )
 
@@ -701,10 +707,7 @@ def communication_wait(d: CardData, th: Thresholds) -> list[Finding]:
             share_pct=_share(total, d.wait_us),
             advice=advice("communication_wait", "", d.kind),
             evidence=evidence(rows, "wait_us", th.evidence_rows),
-            threshold=(
-                f"Task Wait Time >= {th.long_wait_us:g} us, before a collective or gap covered >= "
-                "half by one"
-            ),
+            threshold=(f"Task Wait Time >= {th.long_wait_us:g} us, before a collective or gap covered >= half by one"),
         )
     ]
 
@@ -722,9 +725,7 @@ def idle_device(d: CardData, th: Thresholds) -> list[Finding]:
         return []
     # Union of the intervals: a new segment starts where a task starts after every earlier end.
     segments = (
-        iv.with_columns(
-            (pl.col("s") > pl.col("e").cum_max().shift(1)).fill_null(True).cum_sum().alias("seg")
-        )
+        iv.with_columns((pl.col("s") > pl.col("e").cum_max().shift(1)).fill_null(True).cum_sum().alias("seg"))
         .group_by("seg")
         .agg(pl.col("s").min(), pl.col("e").max())
     )
@@ -732,10 +733,7 @@ def idle_device(d: CardData, th: Thresholds) -> list[Finding]:
     busy_pct = 100.0 * busy / span
     if busy_pct >= th.idle_busy_pct:
         return []
-    title = (
-        f"Device idle {100.0 - busy_pct:.1f}% of the span: tasks busy {busy:,.0f} us "
-        f"of {span:,.0f} us (host-bound)"
-    )
+    title = f"Device idle {100.0 - busy_pct:.1f}% of the span: tasks busy {busy:,.0f} us of {span:,.0f} us (host-bound)"
     if d.kind == "CPU":  # every task is a host operator: no device to be idle
         title = (
             f"No operator running {100.0 - busy_pct:.1f}% of the span: operators busy {busy:,.0f} us "
@@ -826,7 +824,9 @@ def low_parallelism(d: CardData, th: Thresholds) -> list[Finding]:
             ),
             card=d.card,
             op_types=tuple(types[:10]),
-            op_names=tuple(low.sort("duration_us", descending=True)["op_name"].unique(maintain_order=True).head(5).to_list()),
+            op_names=tuple(
+                low.sort("duration_us", descending=True)["op_name"].unique(maintain_order=True).head(5).to_list()
+            ),
             count=low.height,
             time_us=total,
             share_pct=share,

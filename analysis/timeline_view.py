@@ -191,11 +191,7 @@ def build_model(tasks: pl.DataFrame, events: pl.DataFrame | None, card: str) -> 
             + (pl.col("duration_us").fill_null(0.0).clip(lower_bound=0.0) * 1000).round(0).cast(pl.Int64)
         ).alias("e"),
         pl.col("wait_us").fill_null(0.0).alias("wait_us"),
-        (
-            pl.col("wait_cause")
-            if "wait_cause" in tasks.columns
-            else pl.lit(None, dtype=pl.String).alias("wait_cause")
-        ),
+        (pl.col("wait_cause") if "wait_cause" in tasks.columns else pl.lit(None, dtype=pl.String).alias("wait_cause")),
     )
     idle = t.filter(pl.col("wait_us") > 0).select(
         (pl.col("s") - (pl.col("wait_us") * 1000).round(0).cast(pl.Int64)).alias("s"),
@@ -246,9 +242,7 @@ def build_model(tasks: pl.DataFrame, events: pl.DataFrame | None, card: str) -> 
                 if (part := frame.filter(pl.col("wait_cause") == cause)).height
             )
         lanes.append(Lane(name, Intervals.build(s, e, start), causes))
-    return TimelineModel(
-        card=card, origin_ns=int(origin), start_ns=int(start), end_ns=int(end), lanes=tuple(lanes)
-    )
+    return TimelineModel(card=card, origin_ns=int(origin), start_ns=int(start), end_ns=int(end), lanes=tuple(lanes))
 
 
 def _edges(start_ns: int, end_ns: int, width: int) -> tuple[pl.Series, list[float]]:
@@ -353,7 +347,9 @@ def pan(window: tuple[int, int], fraction: float, *, bounds: tuple[int, int] | N
     return _clamp(start + round(fraction * width), width, _bounds_of(window, bounds))
 
 
-def ensure_visible(window: tuple[int, int], start_ns: int, end_ns: int, *, bounds: tuple[int, int] | None = None) -> Window:
+def ensure_visible(
+    window: tuple[int, int], start_ns: int, end_ns: int, *, bounds: tuple[int, int] | None = None
+) -> Window:
     """The window, panned (same zoom) so the task [start_ns, end_ns) is inside it.
 
     Unchanged when the task is already fully inside. A task partly inside or within one

@@ -31,7 +31,10 @@ COMMUNICATION_COVER = 0.5
 
 
 CAUSE_TEXT: dict[tuple[str, str], str] = {
-    ("recompilation", "evidence"): "the host was compiling an operator (a compile API on the host trace) during the wait",
+    (
+        "recompilation",
+        "evidence",
+    ): "the host was compiling an operator (a compile API on the host trace) during the wait",
     ("recompilation", "suspected"): (
         "suspected, no host trace to confirm it: the first run of this aclop op type with these "
         "input shapes (or OP State dynamic), when an aclop operator compiles online"
@@ -85,9 +88,9 @@ def step_boundaries(
         )
     if tasks["step_id"].null_count() < tasks.height:
         parts.append(
-            tasks.filter(
-                (pl.col("step_id") != pl.col("step_id").shift(1).over("card")).fill_null(False)
-            ).select("card", pl.col("start_ns").alias("ts_ns"))
+            tasks.filter((pl.col("step_id") != pl.col("step_id").shift(1).over("card")).fill_null(False)).select(
+                "card", pl.col("start_ns").alias("ts_ns")
+            )
         )
     if events is not None and events.height:
         steps = events.filter((pl.col("ph") == "X") & pl.col("name").str.contains(STEP_PATTERN))
@@ -115,9 +118,9 @@ def _overlap(gaps: pl.DataFrame, spans: pl.DataFrame, name: str) -> pl.DataFrame
         )
         out.append(
             pairs.group_by("row").agg(
-                (
-                    pl.min_horizontal("s_end", "gap_end") - pl.max_horizontal("s_start", "gap_start")
-                ).sum().alias("covered"),
+                (pl.min_horizontal("s_end", "gap_end") - pl.max_horizontal("s_start", "gap_start"))
+                .sum()
+                .alias("covered"),
                 (pl.col("gap_end") - pl.col("gap_start")).first().alias("length"),
             )
         )
@@ -205,11 +208,13 @@ def attribute_waits(
         )
     else:
         # First time this (op type, input shapes, dtypes) runs on the card: aclop compiles.
-        info = tasks.with_row_index("row").with_columns(
-            pl.struct("card", "op_type", "input_shapes", "input_dtypes")
-            .is_first_distinct()
-            .alias("_first_shape")
-        ).select("row", "_first_shape", "is_aclnn", "op_state")
+        info = (
+            tasks.with_row_index("row")
+            .with_columns(
+                pl.struct("card", "op_type", "input_shapes", "input_dtypes").is_first_distinct().alias("_first_shape")
+            )
+            .select("row", "_first_shape", "is_aclnn", "op_state")
+        )
         frame = (
             gaps.with_columns(comm=in_collective, expected=expected)
             .join(info, on="row", how="left")
@@ -219,8 +224,7 @@ def attribute_waits(
                 .when("expected")
                 .then(pl.lit("expected"))
                 .when(
-                    ~pl.col("is_aclnn")
-                    & (pl.col("_first_shape") | (pl.col("op_state") == "dynamic").fill_null(False))
+                    ~pl.col("is_aclnn") & (pl.col("_first_shape") | (pl.col("op_state") == "dynamic").fill_null(False))
                 )
                 .then(pl.lit("recompilation"))
                 .otherwise(pl.lit("unexplained"))
@@ -236,6 +240,7 @@ def attribute_waits(
     # Scatter the few long-wait causes into full-length columns: a join would copy every
     # column of a 2M-row frame.
     rows = frame["row"].cast(pl.Int64)
+
     def scattered(name: str) -> pl.Series:
         blank = pl.repeat(None, tasks.height, dtype=pl.String, eager=True)
         return blank.scatter(rows, frame[name]).alias(name)

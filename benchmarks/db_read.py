@@ -39,9 +39,30 @@ CREATE TABLE RANK_DEVICE_MAP (rankId INTEGER, deviceId INTEGER);
 """
 
 OP_TYPES = [
-    "MatMulV2", "MatMulV3", "BatchMatMulV2", "Add", "Mul", "Cast", "TransData", "ReduceSum",
-    "Softmax", "LayerNorm", "Gelu", "FlashAttentionScore", "Transpose", "Slice", "ConcatD",
-    "RealDiv", "Sub", "Exp", "Sqrt", "Rsqrt", "ApplyAdamW", "NonZero", "Gather", "ScatterNd",
+    "MatMulV2",
+    "MatMulV3",
+    "BatchMatMulV2",
+    "Add",
+    "Mul",
+    "Cast",
+    "TransData",
+    "ReduceSum",
+    "Softmax",
+    "LayerNorm",
+    "Gelu",
+    "FlashAttentionScore",
+    "Transpose",
+    "Slice",
+    "ConcatD",
+    "RealDiv",
+    "Sub",
+    "Exp",
+    "Sqrt",
+    "Rsqrt",
+    "ApplyAdamW",
+    "NonZero",
+    "Gather",
+    "ScatterNd",
 ]
 TASK_TYPES = ["AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV", "AI_CPU"]
 OTHER_TASK_TYPES = ["EVENT_RECORD", "EVENT_WAIT", "MEMCPY_ASYNC", "Notify Wait", "SDMA"]
@@ -75,18 +96,40 @@ def generate(path: Path, rows: int, seed: int = 7) -> None:
             dur = rnd.randint(500, 30_000)
             device = (g // 2) % 2  # the two tasks of one launch run on one card
             compute = g % 5 != 4
-            yield (t, t + dur, device, g // 2, g, 3_055_835, kernel_id if compute else rnd.choice(other_ids),
-                   4294967295, rnd.randint(0, 8), g % 65536, 4294967295)
+            yield (
+                t,
+                t + dur,
+                device,
+                g // 2,
+                g,
+                3_055_835,
+                kernel_id if compute else rnd.choice(other_ids),
+                4294967295,
+                rnd.randint(0, 8),
+                g % 65536,
+                4294967295,
+            )
 
     def compute():
         for g in range(rows):
             if g % 5 == 4:
                 continue
             op = rnd.randrange(len(OP_TYPES))
-            yield (sid(names[op * 200 + rnd.randrange(200)]), g, rnd.choice([1, 8, 20, 40]), 0,
-                   sid(rnd.choice(TASK_TYPES)), sid(OP_TYPES[op]), sid(rnd.choice(FORMATS)),
-                   sid(rnd.choice(DTYPES)), sid(rnd.choice(shapes)), sid(rnd.choice(FORMATS)),
-                   sid(rnd.choice(DTYPES)), sid(rnd.choice(shapes)), sid("N/A"))
+            yield (
+                sid(names[op * 200 + rnd.randrange(200)]),
+                g,
+                rnd.choice([1, 8, 20, 40]),
+                0,
+                sid(rnd.choice(TASK_TYPES)),
+                sid(OP_TYPES[op]),
+                sid(rnd.choice(FORMATS)),
+                sid(rnd.choice(DTYPES)),
+                sid(rnd.choice(shapes)),
+                sid(rnd.choice(FORMATS)),
+                sid(rnd.choice(DTYPES)),
+                sid(rnd.choice(shapes)),
+                sid("N/A"),
+            )
 
     def cann():
         t = BASE_NS - 50_000
@@ -101,12 +144,29 @@ def generate(path: Path, rows: int, seed: int = 7) -> None:
     comm = max(1, rows // 1000)
     con.executemany(
         "INSERT INTO COMMUNICATION_OP VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-        ((sid(f"hcom_allReduce__{512 + k}_0_1"), BASE_NS + k * 1_000_000, BASE_NS + k * 1_000_000 + 400_000,
-          k * 500, sid("group"), k, 0, 0, 4, 92, 4097000, sid("hcom_allReduce_")) for k in range(comm)),
+        (
+            (
+                sid(f"hcom_allReduce__{512 + k}_0_1"),
+                BASE_NS + k * 1_000_000,
+                BASE_NS + k * 1_000_000 + 400_000,
+                k * 500,
+                sid("group"),
+                k,
+                0,
+                0,
+                4,
+                92,
+                4097000,
+                sid("hcom_allReduce_"),
+            )
+            for k in range(comm)
+        ),
     )
     con.executemany("INSERT INTO ENUM_API_TYPE VALUES (?,?)", API_TYPES)
-    con.executemany("INSERT INTO STEP_TIME VALUES (?,?,?)",
-                    ((s, BASE_NS + s * 10**9, BASE_NS + (s + 1) * 10**9) for s in range(100)))
+    con.executemany(
+        "INSERT INTO STEP_TIME VALUES (?,?,?)",
+        ((s, BASE_NS + s * 10**9, BASE_NS + (s + 1) * 10**9) for s in range(100)),
+    )
     con.executemany("INSERT INTO RANK_DEVICE_MAP VALUES (?,?)", [(0, 0), (1, 1)])
     con.executemany("INSERT INTO STRING_IDS VALUES (?,?)", ((i, v) for v, i in strings.items()))
     con.commit()
@@ -157,89 +217,133 @@ def strings(df):
 """
 
 SNIPPETS = {
-    "sqlite3: fetchall, polars from rows": ("", """
+    "sqlite3: fetchall, polars from rows": (
+        "",
+        """
 import sqlite3
 t0 = time.perf_counter()
 con = sqlite3.connect(URI, uri=True)
 rows = con.execute(TASK).fetchall()
 df = pl.DataFrame(rows, schema=COLS, orient="row")
 del rows; done(t0, df)
-"""),
-    "sqlite3: fetchall, polars from columns": ("", """
+""",
+    ),
+    "sqlite3: fetchall, polars from columns": (
+        "",
+        """
 import sqlite3
 t0 = time.perf_counter()
 con = sqlite3.connect(URI, uri=True)
 rows = con.execute(TASK).fetchall()
 df = pl.DataFrame({c: pl.Series(c, v, dtype=pl.Int64) for c, v in zip(COLS, zip(*rows))})
 del rows; done(t0, df)
-"""),
-    "polars read_database (sqlite3 connection)": ("", """
+""",
+    ),
+    "polars read_database (sqlite3 connection)": (
+        "",
+        """
 import sqlite3
 t0 = time.perf_counter()
 con = sqlite3.connect(URI, uri=True)
 df = pl.read_database(TASK, con)
 done(t0, df)
-"""),
-    "connectorx read_sql (polars)": ("connectorx", """
+""",
+    ),
+    "connectorx read_sql (polars)": (
+        "connectorx",
+        """
 import connectorx as cx
 t0 = time.perf_counter()
 df = cx.read_sql("sqlite://" + sys.argv[1], TASK, return_type="polars")
 done(t0, df)
-"""),
-    "polars read_database_uri (connectorx)": ("connectorx", """
+""",
+    ),
+    "polars read_database_uri (connectorx)": (
+        "connectorx",
+        """
 t0 = time.perf_counter()
 df = pl.read_database_uri(TASK, "sqlite://" + sys.argv[1], engine="connectorx")
 done(t0, df)
-"""),
-    "adbc-driver-sqlite, Arrow C stream to polars (npuscope)": ("adbc_driver_sqlite", ADBC_FRAME + """
+""",
+    ),
+    "adbc-driver-sqlite, Arrow C stream to polars (npuscope)": (
+        "adbc_driver_sqlite",
+        ADBC_FRAME
+        + """
 t0 = time.perf_counter()
 df = frame(TASK)
 done(t0, df)
-"""),
-    "polars read_database (adbc dbapi connection)": ("adbc_driver_sqlite pyarrow", """
+""",
+    ),
+    "polars read_database (adbc dbapi connection)": (
+        "adbc_driver_sqlite pyarrow",
+        """
 import adbc_driver_sqlite.dbapi as dbapi
 t0 = time.perf_counter()
 con = dbapi.connect(URI)
 df = pl.read_database(TASK, con)
 done(t0, df)
-"""),
+""",
+    ),
 }
 
 # The compute-tasks frame (TASK + COMPUTE_TASK_INFO + 9 STRING_IDS lookups), two ways.
 JOIN_SNIPPETS = {
-    "join and 9 STRING_IDS lookups in SQLite (adbc)": ("adbc_driver_sqlite", ADBC_FRAME + """
+    "join and 9 STRING_IDS lookups in SQLite (adbc)": (
+        "adbc_driver_sqlite",
+        ADBC_FRAME
+        + """
 t0 = time.perf_counter()
-df = frame(\"\"\"""" + JOIN_SQL + """\"\"\")
+df = frame(\"\"\""""
+        + JOIN_SQL
+        + """\"\"\")
 done(t0, df)
-"""),
-    "join in SQLite, STRING_IDS mapped once in polars (adbc; npuscope)": ("adbc_driver_sqlite", ADBC_FRAME + """
+""",
+    ),
+    "join in SQLite, STRING_IDS mapped once in polars (adbc; npuscope)": (
+        "adbc_driver_sqlite",
+        ADBC_FRAME
+        + """
 t0 = time.perf_counter()
 df = strings(frame("SELECT t.startNs, t.endNs, t.deviceId, t.connectionId, t.streamId, t.taskId, t.modelId, c.name, c.taskType, c.opType, c.blockDim, c.inputShapes, c.outputShapes, c.inputDataTypes, c.outputDataTypes, c.inputFormats, c.outputFormats FROM TASK t JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId"))
 done(t0, df)
-"""),
-    "both tables read, joined in polars, STRING_IDS once (adbc)": ("adbc_driver_sqlite", ADBC_FRAME + """
+""",
+    ),
+    "both tables read, joined in polars, STRING_IDS once (adbc)": (
+        "adbc_driver_sqlite",
+        ADBC_FRAME
+        + """
 t0 = time.perf_counter()
 task = frame(TASK)
 cti = frame("SELECT name, globalTaskId, blockDim, taskType, opType, inputShapes, outputShapes, inputDataTypes, outputDataTypes, inputFormats, outputFormats FROM COMPUTE_TASK_INFO")
 df = strings(task.join(cti, on="globalTaskId", how="inner", maintain_order="left"))
 done(t0, df)
-"""),
-    "join and lookups in SQLite (sqlite3 + polars from rows)": ("", """
+""",
+    ),
+    "join and lookups in SQLite (sqlite3 + polars from rows)": (
+        "",
+        """
 import sqlite3
 t0 = time.perf_counter()
 con = sqlite3.connect(URI, uri=True)
-cur = con.execute(\"\"\"""" + JOIN_SQL + """\"\"\")
+cur = con.execute(\"\"\""""
+        + JOIN_SQL
+        + """\"\"\")
 cols = [d[0] for d in cur.description]
 df = pl.DataFrame(cur.fetchall(), schema=cols, orient="row")
 done(t0, df)
-"""),
-    "npuscope read_db: the whole export (tasks, host API events, steps)": ("", """
+""",
+    ),
+    "npuscope read_db: the whole export (tasks, host API events, steps)": (
+        "",
+        """
 from pathlib import Path
 from npuscope.parsers.db import read_db
 t0 = time.perf_counter()
 exp = read_db(Path(sys.argv[1]))
 done(t0, exp.tasks)
-"""),
+""",
+    ),
 }
 
 
@@ -281,8 +385,12 @@ def run(snippets: dict, db: Path, repeat: int) -> list[tuple[str, str]]:
             continue
         secs = [g[0] for g in got]
         rss = statistics.median(g[1] for g in got) / 2**20
-        rows.append((name, f"{statistics.median(secs):.2f} s | {min(secs):.2f} - {max(secs):.2f} | "
-                           f"{rss:,.0f} MB | {got[0][2]:,}"))
+        rows.append(
+            (
+                name,
+                f"{statistics.median(secs):.2f} s | {min(secs):.2f} - {max(secs):.2f} | {rss:,.0f} MB | {got[0][2]:,}",
+            )
+        )
     return rows
 
 
@@ -295,8 +403,10 @@ def main() -> None:
         db = Path(tmp) / "ascend_pytorch_profiler_0.db"
         t0 = time.perf_counter()
         generate(db, args.rows)
-        print(f"generated {db.stat().st_size / 2**20:,.0f} MB db with {args.rows:,} TASK rows "
-              f"in {time.perf_counter() - t0:.1f} s; {args.repeat} round(s), median\n")
+        print(
+            f"generated {db.stat().st_size / 2**20:,.0f} MB db with {args.rows:,} TASK rows "
+            f"in {time.perf_counter() - t0:.1f} s; {args.repeat} round(s), median\n"
+        )
         header = "| reader | median | min - max | peak RSS | rows |\n|---|---:|---:|---:|---:|"
         print("Reading TASK (11 INTEGER columns) into a polars frame\n")
         print(header)

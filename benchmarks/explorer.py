@@ -117,15 +117,19 @@ def main() -> int:
         if res.returncode != 0:
             raise SystemExit(res.stderr)
         rounds.append(json.loads(res.stdout.strip().splitlines()[-1]))
-    print(f"\n{rounds[0]['rows']:,} tasks on the card shown, warm cache, 140x44, {args.repeat} rounds "
-          f"(median, min-max), {os.cpu_count()} cores\n")
+    print(
+        f"\n{rounds[0]['rows']:,} tasks on the card shown, warm cache, 140x44, {args.repeat} rounds "
+        f"(median, min-max), {os.cpu_count()} cores\n"
+    )
     print("| measurement | median | min - max | target |")
     print("|---|---:|---:|---|")
     for key, (label, unit, target) in TARGETS.items():
         values = [r[key] for r in rounds]
         fmt = "{:,.2f}" if unit == "s" else "{:,.0f}" if unit == "MB" else "{:,.1f}"
-        print(f"| {label} | {fmt.format(statistics.median(values))} {unit} | "
-              f"{fmt.format(min(values))} - {fmt.format(max(values))} | {target} |")
+        print(
+            f"| {label} | {fmt.format(statistics.median(values))} {unit} | "
+            f"{fmt.format(min(values))} - {fmt.format(max(values))} | {target} |"
+        )
     return 0
 
 

@@ -105,15 +105,40 @@ def ensure_data(rows: int, json_mb: int) -> tuple[Path, Path]:
         gen = [sys.executable, "-m", "npuscope.fixtures.generate"]
         print(f"generating {rows:,}-row op_summary ...", file=sys.stderr)
         subprocess.run(
-            gen + [str(csv_root), "--layout", "era_b", "--cards", "1", "--rows", str(rows),
-                   "--no-timeline", "--slice-rows", str(rows + 1), "--quiet"],
-            check=True, stdout=subprocess.DEVNULL,
+            gen
+            + [
+                str(csv_root),
+                "--layout",
+                "era_b",
+                "--cards",
+                "1",
+                "--rows",
+                str(rows),
+                "--no-timeline",
+                "--slice-rows",
+                str(rows + 1),
+                "--quiet",
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
         )
         print(f"generating ~{json_mb} MB msprof JSON ...", file=sys.stderr)
         subprocess.run(
-            gen + [str(json_root), "--layout", "era_b", "--cards", "1", "--rows", "2000",
-                   "--json-mb", str(json_mb), "--quiet"],
-            check=True, stdout=subprocess.DEVNULL,
+            gen
+            + [
+                str(json_root),
+                "--layout",
+                "era_b",
+                "--cards",
+                "1",
+                "--rows",
+                "2000",
+                "--json-mb",
+                str(json_mb),
+                "--quiet",
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
         )
         stamp.write_text(json.dumps(want))
     (csv_file,) = csv_root.rglob("op_summary_*.csv")
@@ -147,12 +172,27 @@ ROWS = [
     ("cat", "cat csv", None, ""),
     ("polars read_csv (raw file)", "polars read_csv", None, "baseline"),
     ("npuscope load, no cache", "npuscope load, no cache", "polars read_csv", ""),
-    ("npuscope cold load (frames ready; cache written after)", "npuscope cold load", "polars read_csv", "<= 1.5x polars"),
+    (
+        "npuscope cold load (frames ready; cache written after)",
+        "npuscope cold load",
+        "polars read_csv",
+        "<= 1.5x polars",
+    ),
     ("npuscope cached reopen", "npuscope cached reopen", "polars read_csv", "<= 0.4x polars"),
-    ("npuscope report (load + diagnose + JSON, no cache)", "npuscope report", "npuscope load, no cache", "< 2x the load"),
+    (
+        "npuscope report (load + diagnose + JSON, no cache)",
+        "npuscope report",
+        "npuscope load, no cache",
+        "< 2x the load",
+    ),
     ("cat", "cat json", None, ""),
     ("orjson.loads, GC off", "orjson.loads, GC off", None, "baseline"),
-    ("npuscope timeline load, no cache", "npuscope timeline load", "orjson.loads, GC off", "<= 2.5x orjson; RSS <= 8x the JSON"),
+    (
+        "npuscope timeline load, no cache",
+        "npuscope timeline load",
+        "orjson.loads, GC off",
+        "<= 2.5x orjson; RSS <= 8x the JSON",
+    ),
 ]
 
 
@@ -177,9 +217,11 @@ def main() -> int:
     def med(key: str, i: int) -> float:
         return statistics.median(r[key][i] for r in rounds)
 
-    print(f"\nop_summary: {args.rows:,} rows, {csv_mb:,.0f} MB; msprof JSON: {json_mb:,.0f} MB; "
-          f"{args.repeat} rounds, each figure in a fresh process; {os.cpu_count()} cores. "
-          "Ratios are medians of per-round ratios.\n")
+    print(
+        f"\nop_summary: {args.rows:,} rows, {csv_mb:,.0f} MB; msprof JSON: {json_mb:,.0f} MB; "
+        f"{args.repeat} rounds, each figure in a fresh process; {os.cpu_count()} cores. "
+        "Ratios are medians of per-round ratios.\n"
+    )
     print("| measurement | seconds (median) | ratio to baseline | peak RSS (MB) | target |")
     print("|---|---:|---:|---:|---|")
     for label, key, base, target in ROWS:
@@ -189,11 +231,15 @@ def main() -> int:
         rss = max(r[key][1] for r in rounds)
         print(f"| {label} | {med(key, 0):.2f} | {ratio} | {rss / 1e6:,.0f} | {target} |".replace("| 0 |", "| - |"))
         if key == "polars read_csv" and pandas is not None:
-            print(f"| pandas read_csv (raw file, 1 run) | {pandas[0]:.2f} | "
-                  f"{pandas[0] / med('polars read_csv', 0):.2f}x | {pandas[1] / 1e6:,.0f} | |")
-    print(f"\nRSS target for the timeline: 8 x {json_mb:,.0f} MB = {8 * json_mb:,.0f} MB. "
-          f"Cold load, whole process (imports, load, background cache write, exit): "
-          f"{med('npuscope cold load', 2):.2f} s.")
+            print(
+                f"| pandas read_csv (raw file, 1 run) | {pandas[0]:.2f} | "
+                f"{pandas[0] / med('polars read_csv', 0):.2f}x | {pandas[1] / 1e6:,.0f} | |"
+            )
+    print(
+        f"\nRSS target for the timeline: 8 x {json_mb:,.0f} MB = {8 * json_mb:,.0f} MB. "
+        f"Cold load, whole process (imports, load, background cache write, exit): "
+        f"{med('npuscope cold load', 2):.2f} s."
+    )
     return 0
 
 

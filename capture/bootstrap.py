@@ -336,8 +336,13 @@ class Capture:
         m.update(status=status, exit=code, message=message, steps_seen=self.count)
         m["files"] = list(self.files)
         if m["window"] is None:
-            m["window"] = {"start": self.start, "stop": self.stop_at, "moved": self.moved,
-                           "epoch_length": self.epoch_length, "captured": False}
+            m["window"] = {
+                "start": self.start,
+                "stop": self.stop_at,
+                "moved": self.moved,
+                "epoch_length": self.epoch_length,
+                "captured": False,
+            }
         m["finished_at"] = now_iso()
         if message and status in ("failed", "no_capture", "device_unavailable"):
             emit("error", message=message)
@@ -381,8 +386,15 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["FLAGS_npu_jit_compile"] = "true" if args.jit_compile == "on" else "false"
     if args.device == "npu" and not launcher:  # where the NPU plugin writes its raw PROF_* data
         os.environ.setdefault("FLAGS_npu_profiling_dir", os.path.join(out, "ascend_profiling"))
-    emit("started", pid=os.getpid(), device=args.device, start_step=args.start_step,
-         steps=args.steps, out=out, script=args.script or "-m " + args.module)
+    emit(
+        "started",
+        pid=os.getpid(),
+        device=args.device,
+        start_step=args.start_step,
+        steps=args.steps,
+        out=out,
+        script=args.script or "-m " + args.module,
+    )
 
     import paddle
 
@@ -434,9 +446,12 @@ def conclude(cap: Capture, failure: str | None, hard: bool = False) -> int:
         return cap.finish("failed", EXIT_FAILED, failure, hard=hard)
     if cap.state == "done":
         short = cap.manifest["window"]["stop"] < cap.stop_at
-        return cap.finish("partial" if short else "ok", EXIT_OK,
-                          f"training ended at step {cap.count}, inside the window" if short else None,
-                          hard=hard)
+        return cap.finish(
+            "partial" if short else "ok",
+            EXIT_OK,
+            f"training ended at step {cap.count}, inside the window" if short else None,
+            hard=hard,
+        )
     return cap.finish(
         "no_capture",
         EXIT_NO_WINDOW,
@@ -455,10 +470,16 @@ def launch_workers(args: argparse.Namespace, cap: Capture) -> int:
     shutil.copyfile(os.path.abspath(__file__), os.path.join(hook, "npuscope_bootstrap.py"))
     with open(os.path.join(hook, "sitecustomize.py"), "w") as fh:
         fh.write(SITECUSTOMIZE)
-    os.environ[WORKER_ENV] = json.dumps({
-        "device": args.device, "start_step": args.start_step, "steps": args.steps, "out": cap.out,
-        "jit_compile": args.jit_compile, "keep_running": bool(args.keep_running),
-    })
+    os.environ[WORKER_ENV] = json.dumps(
+        {
+            "device": args.device,
+            "start_step": args.start_step,
+            "steps": args.steps,
+            "out": cap.out,
+            "jit_compile": args.jit_compile,
+            "keep_running": bool(args.keep_running),
+        }
+    )
     old = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = hook + (os.pathsep + old if old else "")
     emit("launcher", module=args.module)
@@ -471,12 +492,13 @@ def launch_workers(args: argparse.Namespace, cap: Capture) -> int:
         if name.startswith("rank_") and os.path.isfile(path):
             try:
                 with open(path) as fh:
-                    ranks[name[len("rank_"):]] = json.load(fh)
+                    ranks[name[len("rank_") :]] = json.load(fh)
             except ValueError:
                 continue
     m = cap.manifest
-    m["ranks"] = {r: {k: v.get(k) for k in ("status", "exit", "message", "window", "steps_seen")}
-                  for r, v in ranks.items()}
+    m["ranks"] = {
+        r: {k: v.get(k) for k in ("status", "exit", "message", "window", "steps_seen")} for r, v in ranks.items()
+    }
     cap.files = [f"rank_{r}/{f}" for r, v in ranks.items() for f in v.get("files", [])]
     captured = [v for v in ranks.values() if v.get("status") in ("ok", "partial", "captured")]
     if captured:
@@ -499,9 +521,15 @@ def start_worker() -> None:
     rank = os.environ.get("PADDLE_TRAINER_ID", "0")
     argv = list(getattr(sys, "argv", []) or ["?"])
     args = argparse.Namespace(
-        device=spec["device"], start_step=spec["start_step"], steps=spec["steps"],
-        out=os.path.join(spec["out"], f"rank_{rank}"), jit_compile=spec["jit_compile"],
-        keep_running=spec["keep_running"], module=None, script=argv[0] or "?", script_args=argv[1:],
+        device=spec["device"],
+        start_step=spec["start_step"],
+        steps=spec["steps"],
+        out=os.path.join(spec["out"], f"rank_{rank}"),
+        jit_compile=spec["jit_compile"],
+        keep_running=spec["keep_running"],
+        module=None,
+        script=argv[0] or "?",
+        script_args=argv[1:],
     )
     os.makedirs(args.out, exist_ok=True)
     if args.device == "npu":
@@ -513,5 +541,7 @@ def start_worker() -> None:
     if args.start_step == 0:
         cap.begin()
     atexit.register(lambda: cap.finished or conclude(cap, None))
+
+
 if __name__ == "__main__":
     sys.exit(main())

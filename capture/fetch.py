@@ -90,8 +90,9 @@ def host_folder(host: str) -> str:
     """A folder name for `host`: letters, digits and ``._@-`` kept, every other byte as ``%XX``
     (``%`` too, so two hosts never share a name); a leading dot is encoded (never hidden, never
     ``.`` or ``..``)."""
-    name = "".join(c if _PLAIN.fullmatch(c) else "".join(f"%{b:02X}" for b in c.encode("utf-8", "surrogateescape"))
-                   for c in host)
+    name = "".join(
+        c if _PLAIN.fullmatch(c) else "".join(f"%{b:02X}" for b in c.encode("utf-8", "surrogateescape")) for c in host
+    )
     if name.startswith("."):
         name = "%2E" + name[1:]
     return name or "%"
@@ -152,8 +153,10 @@ def local_write_error(out: Path, exc: OSError, hint: str = "", needed: int = 0) 
         except OSError:
             free = ""
         room = ", ".join(x for x in (f"the fetch needs about {needed / 1e6:.1f} MB" if needed else "", free) if x)
-        what = (f"the local disk is full ({exc.strerror}{'; ' + room if room else ''}): "
-                "free some space or give another --out")
+        what = (
+            f"the local disk is full ({exc.strerror}{'; ' + room if room else ''}): "
+            "free some space or give another --out"
+        )
     else:
         what = f"cannot write the fetched files there: {exc.strerror or exc}"
     return CaptureError(f"{out}: {what}" + (f"; {hint}" if hint else ""))

@@ -95,13 +95,15 @@ def bootstrap_name(source: str) -> str:
 def probe_script(spec: CaptureSpec) -> str:
     """Resolve ROOT, check the tools a run needs, the working directory and the python."""
     q = shlex.quote
-    workdir = (f"cd {root_expr(spec.workdir)} || {{ echo 'NPUSCOPE_PROBLEM workdir'; exit 0; }}\n"
-               if spec.workdir else "")  # relative to the login folder; ~/ is the remote home
+    workdir = (
+        f"cd {root_expr(spec.workdir)} || {{ echo 'NPUSCOPE_PROBLEM workdir'; exit 0; }}\n" if spec.workdir else ""
+    )  # relative to the login folder; ~/ is the remote home
     # $PWD, not $(pwd): a trailing newline would be cut. A control character in a path would
     # split this answer into another path: refused.
     # listing, following or cancelling a run needs no command
-    python = (f"command -v {q(spec.command[0])} >/dev/null 2>&1 || echo 'NPUSCOPE_PROBLEM python'\n"
-              if spec.command else "")
+    python = (
+        f"command -v {q(spec.command[0])} >/dev/null 2>&1 || echo 'NPUSCOPE_PROBLEM python'\n" if spec.command else ""
+    )
     return f"""mkdir -p {root_expr(spec.remote_root)}/runs || {{ echo 'NPUSCOPE_PROBLEM root'; exit 0; }}
 cd {root_expr(spec.remote_root)} || {{ echo 'NPUSCOPE_PROBLEM root'; exit 0; }}
 case $PWD in *[[:cntrl:]]*) echo 'NPUSCOPE_PROBLEM root-name'; exit 0;; esac
@@ -144,8 +146,18 @@ def run_script(spec: CaptureSpec, run_dir: str, bootstrap: str, workdir: str) ->
     """run.sh: the detached job. `run_dir` and `bootstrap` are absolute remote paths."""
     q = shlex.quote
     python, script, *args = spec.command
-    boot = [python, bootstrap, "--device", spec.device, "--start-step", str(spec.start_step),
-            "--steps", str(spec.steps), "--out", run_dir + "/out"]
+    boot = [
+        python,
+        bootstrap,
+        "--device",
+        spec.device,
+        "--start-step",
+        str(spec.start_step),
+        "--steps",
+        str(spec.steps),
+        "--out",
+        run_dir + "/out",
+    ]
     if spec.jit_compile:
         boot += ["--jit-compile", spec.jit_compile]
     if spec.keep_running:
@@ -188,12 +200,16 @@ finish 0
 def _export_step(spec: CaptureSpec) -> str:
     q = shlex.quote
     if spec.msprof:
-        find = (f'M={q(spec.msprof)}\ncommand -v "$M" >/dev/null 2>&1 || '
-                f'{{ say "msprof not found: "{q(spec.msprof)}" (check --msprof)"; finish 21; }}\n')
+        find = (
+            f'M={q(spec.msprof)}\ncommand -v "$M" >/dev/null 2>&1 || '
+            f'{{ say "msprof not found: "{q(spec.msprof)}" (check --msprof)"; finish 21; }}\n'
+        )
     else:
-        find = (f"M={q(DEFAULT_MSPROF)}\n"
-                '[ -x "$M" ] || M=$(command -v msprof) || '
-                f'{{ say "msprof not found: not at {DEFAULT_MSPROF} and not on PATH; give --msprof PATH"; finish 21; }}\n')
+        find = (
+            f"M={q(DEFAULT_MSPROF)}\n"
+            '[ -x "$M" ] || M=$(command -v msprof) || '
+            f'{{ say "msprof not found: not at {DEFAULT_MSPROF} and not on PATH; give --msprof PATH"; finish 21; }}\n'
+        )
     return f"""phase export
 {find}find "$RUN/out" -type d -name 'PROF_*' -prune > "$RUN/prof.list"
 [ -s "$RUN/prof.list" ] || {{ say "no PROF folder produced under $RUN/out (did the NPU profiler run?)"; finish 23; }}
@@ -208,8 +224,7 @@ def upload_script(root: str, run_id: str) -> str:
     """Unpack the tar on stdin (bootstrap, run.sh, run.json) into ROOT; when that fails (a full
     disk) remove the half-written run folder."""
     q = shlex.quote
-    return (f"cd {q(root)} || exit 20\n"
-            f"tar xf - || {{ rc=$?; rm -rf runs/{q(run_id)}; exit $rc; }}\n")
+    return f"cd {q(root)} || exit 20\ntar xf - || {{ rc=$?; rm -rf runs/{q(run_id)}; exit $rc; }}\n"
 
 
 def record_script(run_dir: str) -> str:
@@ -437,9 +452,18 @@ def parse_runs(text: str) -> list[RunInfo]:
             continue
         _, rid, code, alive, phase, fetched, record = parts
         rec = parse_record(record)
-        runs.append(RunInfo(rid, parse_exit(code), alive == "1", phase.strip(), fetched == "1",
-                            {"created": rec.created} if rec.created is not None else {},
-                            rec.problem, rec.command))
+        runs.append(
+            RunInfo(
+                rid,
+                parse_exit(code),
+                alive == "1",
+                phase.strip(),
+                fetched == "1",
+                {"created": rec.created} if rec.created is not None else {},
+                rec.problem,
+                rec.command,
+            )
+        )
     runs.sort(key=lambda r: r.id, reverse=True)
     return runs
 
@@ -449,15 +473,16 @@ def listing_script(run_dir: str) -> str:
     file name may hold a newline). The log is copied first: a job that goes on (--keep-running)
     keeps writing it while tar reads."""
     q = shlex.quote
-    return (f"cd {q(run_dir)} && cp log {LOG_SNAPSHOT} 2>/dev/null; "
-            f"find out {LOG_SNAPSHOT} -type f -printf '%s\\t%p\\0' 2>/dev/null; exit 0\n")
+    return (
+        f"cd {q(run_dir)} && cp log {LOG_SNAPSHOT} 2>/dev/null; "
+        f"find out {LOG_SNAPSHOT} -type f -printf '%s\\t%p\\0' 2>/dev/null; exit 0\n"
+    )
 
 
 def tar_script(run_dir: str) -> str:
     """A tar of the NUL-separated paths read from stdin, on stdout. GNU tar's exit 1 only says
     a file changed while it was read (a rank's manifest rewritten at the end of training)."""
-    return (f"cd {shlex.quote(run_dir)} && "
-            "{ tar cf - --null --no-unquote -T -; rc=$?; [ $rc -le 1 ] || exit $rc; }\n")
+    return f"cd {shlex.quote(run_dir)} && {{ tar cf - --null --no-unquote -T -; rc=$?; [ $rc -le 1 ] || exit $rc; }}\n"
 
 
 def mark_fetched_script(run_dir: str, local: str) -> str:

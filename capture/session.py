@@ -80,17 +80,18 @@ PREFIX = "NPUSCOPE "
 TAIL = 12
 T = TypeVar("T")
 
+
 @dataclass(frozen=True)
 class Outcome:
     folder: Path
     runs: tuple[tuple[str, str], ...]  # (host, run id)
 
 
-
 def window_text(start: int, steps: int) -> str:
     """The steps a capture profiles, as a person counts them: `--steps 1` from 100 is step 100
     (the profiler starts at 100 and stops at 101), 5 from 100 are steps 100-104."""
     return f"profiling step {start}" if steps == 1 else f"profiling steps {start}-{start + steps - 1}"
+
 
 def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
@@ -123,16 +124,21 @@ class HostRun:
         return f"the job goes on: reattach with `npuscope capture --host {self.host} --attach {self.run_id}`"
 
     def refetch_hint(self) -> str:
-        return (f"nothing was kept locally and the run is kept on the host: fetch it again with "
-                f"`npuscope capture --host {self.host} --attach {self.run_id}`")
+        return (
+            f"nothing was kept locally and the run is kept on the host: fetch it again with "
+            f"`npuscope capture --host {self.host} --attach {self.run_id}`"
+        )
 
     # --- start ---------------------------------------------------------------------------------
     async def resolve(self) -> Probe:
         self.phase("connect", f"connecting to {self.host}")
         probe = parse_probe((await self.transport.run(probe_script(self.spec))).text)
         if "root-name" in probe.problems or has_control(probe.root):
-            raise CaptureError(f"{self.host}: the folder {self.spec.remote_root} resolves to a path with a "
-                               "control character (newline, tab...); give another --remote-cache", code=2)
+            raise CaptureError(
+                f"{self.host}: the folder {self.spec.remote_root} resolves to a path with a "
+                "control character (newline, tab...); give another --remote-cache",
+                code=2,
+            )
         if "root" in probe.problems or not probe.root:
             raise CaptureError(f"{self.host}: cannot create the folder {self.spec.remote_root}")
         self.root = probe.root
@@ -147,13 +153,18 @@ class HostRun:
             raise CaptureError(f"{self.host}: no working directory {self.spec.workdir!r}")
         if "workdir-name" in probe.problems or has_control(probe.workdir):
             where = repr(self.spec.workdir) if self.spec.workdir else "the login folder"
-            raise CaptureError(f"{self.host}: the working directory ({where}) resolves to a path with a "
-                               "control character (newline, tab...); give another --workdir", code=2)
+            raise CaptureError(
+                f"{self.host}: the working directory ({where}) resolves to a path with a "
+                "control character (newline, tab...); give another --workdir",
+                code=2,
+            )
         if not probe.workdir:
             raise CaptureError(f"{self.host}: the host did not say where the working directory is")
         if "python" in probe.problems:
-            raise CaptureError(f"{self.host}: command not found: {self.spec.command[0]} "
-                               f"(in {probe.workdir}); give the full path of the python to use")
+            raise CaptureError(
+                f"{self.host}: command not found: {self.spec.command[0]} "
+                f"(in {probe.workdir}); give the full path of the python to use"
+            )
         self.phase("upload", "uploading the bootstrap")
         source = bootstrap_source()
         boot = bootstrap_name(source)
@@ -171,15 +182,23 @@ class HostRun:
             raise CaptureError(f"{self.host}: upload failed: {reason}")
         self.phase("launch", f"starting run {self.run_id}")
         res = await self.transport.run(launch_script(self.run_dir))
-        pid = next((int(ln.split()[1]) for ln in res.text.splitlines()
-                    if ln.startswith("NPUSCOPE_PID ") and len(ln.split()) == 2
-                    and _PID.match(ln.split()[1])), None)
+        pid = next(
+            (
+                int(ln.split()[1])
+                for ln in res.text.splitlines()
+                if ln.startswith("NPUSCOPE_PID ") and len(ln.split()) == 2 and _PID.match(ln.split()[1])
+            ),
+            None,
+        )
         if "NPUSCOPE_MISSING setsid" in res.text:
             raise CaptureError(f"{self.host}: missing on the host: setsid")
         if pid is None:
             free = _free_kib(res.text, MARK_DISK)
-            why = (f"the host's disk is full ({free} KiB free in {self.root})"
-                   if free is not None and free < FULL_DISK_KIB else f"no pid file in {self.run_dir}")
+            why = (
+                f"the host's disk is full ({free} KiB free in {self.root})"
+                if free is not None and free < FULL_DISK_KIB
+                else f"no pid file in {self.run_dir}"
+            )
             raise CaptureError(f"{self.host}: the job did not start ({why})")
         self.emit(RunStarted(self.host, self.run_id, pid))
 
@@ -200,18 +219,18 @@ class HostRun:
                     code = "no run"
                     break
                 if line.startswith(mark_exit + " ") or line == mark_exit:
-                    code = parse_exit(line[len(mark_exit):])
+                    code = parse_exit(line[len(mark_exit) :])
                     continue
                 if line.startswith(mark_disk + " ") or line == mark_disk:
                     free = _free_kib(line, mark_disk)
                     continue
                 if line.startswith(PREFIX):
-                    self.on_progress(line[len(PREFIX):], errors)
+                    self.on_progress(line[len(PREFIX) :], errors)
                     continue
                 if not line:
                     continue
                 if line.startswith("npuscope: "):
-                    says.append(line[len("npuscope: "):])
+                    says.append(line[len("npuscope: ") :])
                 tail.append(line)
                 self.emit(LogLine(self.host, line))
         except CaptureError as exc:
@@ -221,10 +240,12 @@ class HostRun:
         if code == "missing":
             raise CaptureError(f"{self.host}: lost the log stream; {self.reattach_hint()}", tuple(tail))
         if code is None and free is not None and free < FULL_DISK_KIB:
-            raise CaptureError(f"{self.host}: the job ended without an exit code and the host's disk is full "
-                               f"({free} KiB free in {self.root}): free some space there "
-                               f"(`npuscope capture --host {self.host} --clean` deletes fetched and failed runs)",
-                               tuple(tail))
+            raise CaptureError(
+                f"{self.host}: the job ended without an exit code and the host's disk is full "
+                f"({free} KiB free in {self.root}): free some space there "
+                f"(`npuscope capture --host {self.host} --clean` deletes fetched and failed runs)",
+                tuple(tail),
+            )
         if code != 0:
             assert not isinstance(code, str)  # "no run" and "missing" were raised above
             raise CaptureError(self.failure(code, errors, says, list(tail)), tuple(tail))
@@ -298,8 +319,9 @@ class HostRun:
                 await self.transport.download(tar_script(self.run_dir), names, tar_path, progress)
             except CaptureError as exc:  # the connection, or the host's tar: one line and the way on
                 what = str(exc).removeprefix(f"{self.host}: ")
-                raise CaptureError(f"{self.host}: the fetch failed: {what}; {self.refetch_hint()}",
-                                   exc.log_tail) from None
+                raise CaptureError(
+                    f"{self.host}: the fetch failed: {what}; {self.refetch_hint()}", exc.log_tail
+                ) from None
             await _in_thread(unpack, tar_path, dest)
         finally:
             tar_path.unlink(missing_ok=True)
@@ -337,7 +359,7 @@ def _free_kib(text: str, mark: str) -> int | None:
     """The KiB after `mark` on its line of `text` (`df` said it), or None."""
     for line in text.splitlines():
         if line.startswith(mark):
-            value = line[len(mark):].strip()
+            value = line[len(mark) :].strip()
             return int(value) if re.fullmatch(r"[0-9]{1,18}", value) else None
     return None
 
@@ -351,8 +373,11 @@ async def _collect(runs: list[HostRun], out: Path, name: str, emit: Emit) -> Out
         folder = claim_folder(staging, out, name)
     except OSError as exc:  # the local disk: full, or the folder went away
         discard(staging)
-        hint = (runs[0].refetch_hint() if len(runs) == 1 else
-                "nothing was kept locally and the runs are kept on their hosts: fetch each again with --attach")
+        hint = (
+            runs[0].refetch_hint()
+            if len(runs) == 1
+            else "nothing was kept locally and the runs are kept on their hosts: fetch each again with --attach"
+        )
         needed = sum(r.fetch_bytes for r in runs) if all(r.fetch_bytes for r in runs) else 0
         raise local_write_error(out, exc, hint, needed) from None
     except BaseException:  # our own temporary folder goes, whatever ended the fetch
@@ -458,14 +483,26 @@ async def cancel(spec: CaptureSpec, run_id: str) -> str:
         raise CaptureError(f"{spec.host}: no run {run_id} in {run.root}/runs")
     bad = next((ln for ln in text.splitlines() if ln.startswith("NPUSCOPE_BAD_PID")), None)
     if bad is not None:
-        raise CaptureError(f"{spec.host}: run {run_id}: its pid file holds {bad[len('NPUSCOPE_BAD_PID '):]!r}, "
-                           "not a process group id; nothing was signalled")
+        raise CaptureError(
+            f"{spec.host}: run {run_id}: its pid file holds {bad[len('NPUSCOPE_BAD_PID ') :]!r}, "
+            "not a process group id; nothing was signalled"
+        )
     if "NPUSCOPE_CANCELLED" in text:
         return f"{spec.host}: run {run_id} cancelled (its process group was stopped)"
     return f"{spec.host}: run {run_id} is not running (nothing was signalled)"
 
 
 __all__ = [
-    "PHASES", "Event", "LogLine", "Outcome", "PhaseStarted", "Progressed", "RunStarted",
-    "attach", "cancel", "capture", "clean", "list_runs",
+    "PHASES",
+    "Event",
+    "LogLine",
+    "Outcome",
+    "PhaseStarted",
+    "Progressed",
+    "RunStarted",
+    "attach",
+    "cancel",
+    "capture",
+    "clean",
+    "list_runs",
 ]

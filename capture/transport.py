@@ -24,10 +24,14 @@ from pathlib import Path
 from .spec import LOCAL_HOST, CaptureError
 
 SSH_OPTIONS = (
-    "-o", "BatchMode=yes",
-    "-o", "ConnectTimeout=15",
-    "-o", "ServerAliveInterval=15",
-    "-o", "ServerAliveCountMax=4",
+    "-o",
+    "BatchMode=yes",
+    "-o",
+    "ConnectTimeout=15",
+    "-o",
+    "ServerAliveInterval=15",
+    "-o",
+    "ServerAliveCountMax=4",
     "-T",
 )
 LINE_LIMIT = 1 << 20  # a log line longer than 1 MiB is cut, not fatal
@@ -54,14 +58,20 @@ def ssh_problem(host: str, stderr_lines: list[str], ssh_config: str | None = Non
     ssh = f"ssh -F {shlex.quote(ssh_config)}" if ssh_config else "ssh"
     low = text.lower()
     if "remote host identification has changed" in low:
-        return (f"{host}: host key refused: it CHANGED since it was recorded in known_hosts; "
-                "if the host was reinstalled, remove the old key with `ssh-keygen -R HOST`")
+        return (
+            f"{host}: host key refused: it CHANGED since it was recorded in known_hosts; "
+            "if the host was reinstalled, remove the old key with `ssh-keygen -R HOST`"
+        )
     if "host key verification failed" in low or "no matching host key" in low:
-        return (f"{host}: host key refused: the host is not in known_hosts; check its key and "
-                f"connect once with `{ssh} {shlex.quote(host)}`, or pass --accept-new-host-key")
+        return (
+            f"{host}: host key refused: the host is not in known_hosts; check its key and "
+            f"connect once with `{ssh} {shlex.quote(host)}`, or pass --accept-new-host-key"
+        )
     if "permission denied" in low or "too many authentication failures" in low:
-        return (f"{host}: authentication failed (no password prompts here): set up a key or an "
-                f"ssh agent so that `{ssh} -o BatchMode=yes {shlex.quote(host)} true` works")
+        return (
+            f"{host}: authentication failed (no password prompts here): set up a key or an "
+            f"ssh agent so that `{ssh} -o BatchMode=yes {shlex.quote(host)} true` works"
+        )
     if "could not resolve hostname" in low or "name or service not known" in low:
         return f"{host}: unknown host: not in DNS and no Host entry in the ssh config"
     # An established connection that went away: the host or the network dropped it, or the
@@ -70,10 +80,12 @@ def ssh_problem(host: str, stderr_lines: list[str], ssh_config: str | None = Non
         if marker in low:
             line = next(ln for ln in stderr_lines if marker in ln.lower())
             return f"{host}: the connection was lost ({line.rstrip('.')})"
-    for marker, what in (("connection refused", "connection refused"),
-                         ("timed out", "connection timed out"),
-                         ("no route to host", "no route to host"),
-                         ("network is unreachable", "network unreachable")):
+    for marker, what in (
+        ("connection refused", "connection refused"),
+        ("timed out", "connection timed out"),
+        ("no route to host", "no route to host"),
+        ("network is unreachable", "network unreachable"),
+    ):
         if marker in low:
             return f"{host}: cannot connect: {what}"
     last = stderr_lines[-1] if stderr_lines else "no message"
@@ -173,8 +185,9 @@ class Transport:
         code, lines = done["result"].code, done["result"].stderr_lines()
         self._check(code, lines)
         if code != 0:
-            raise CaptureError(f"{self.host}: the remote command failed: "
-                               f"{lines[-1] if lines else f'exit {code}'}", tuple(lines[-5:]))
+            raise CaptureError(
+                f"{self.host}: the remote command failed: {lines[-1] if lines else f'exit {code}'}", tuple(lines[-5:])
+            )
 
 
 async def _stop(proc: asyncio.subprocess.Process, group: bool) -> None:
@@ -193,8 +206,7 @@ async def _stop(proc: asyncio.subprocess.Process, group: bool) -> None:
 
 
 class SshTransport(Transport):
-    def __init__(self, host: str, ssh_config: str | None = None, accept_new_host_key: bool = False,
-                 ssh: str = "ssh"):
+    def __init__(self, host: str, ssh_config: str | None = None, accept_new_host_key: bool = False, ssh: str = "ssh"):
         self.host = host
         self.ssh_config = ssh_config
         self.accept_new_host_key = accept_new_host_key

@@ -50,8 +50,14 @@ def run_inspect(args: argparse.Namespace) -> int:
 
         ranks = rank_folders(Path(args.path))
     with profile_for_command(
-        args.path, capture=args.capture, no_cache=args.no_cache, timeline=not args.no_timeline,
-        strict=args.strict, source=args.source, pmu=False, details=False,
+        args.path,
+        capture=args.capture,
+        no_cache=args.no_cache,
+        timeline=not args.no_timeline,
+        strict=args.strict,
+        source=args.source,
+        pmu=False,
+        details=False,
     ) as prof:
         _print(prof, args, ranks)
     return 0
@@ -75,7 +81,9 @@ def _msprof_op_lines(folders: tuple[Path, ...], root: Path, files: bool) -> list
         except ProfileError as exc:
             lines.append(f"msprof op {_rel(folder, root)}: UNREADABLE: {exc}\n")
             continue
-        lines.append(f"msprof op {_rel(folder, root) if folder != root else folder.name}: {len(op.kernels):,} kernel(s)\n")
+        lines.append(
+            f"msprof op {_rel(folder, root) if folder != root else folder.name}: {len(op.kernels):,} kernel(s)\n"
+        )
         for i, kernel in enumerate(op.kernels):
             lines.append(f"  [{i}] {_kernel_line(kernel)}\n")
             if files:
@@ -104,22 +112,23 @@ _WIDTHS = (6, 10, 9, 16, 14, 16, 18, 9)
 
 def _table(rows: list[list[str]]) -> str:
     widths = [max(w, *(len(r[i]) + (1 if i else 0) for r in rows)) for i, w in enumerate(_WIDTHS)]
-    return "".join(
-        r[0].ljust(widths[0]) + "".join(c.rjust(w) for c, w in zip(r[1:], widths[1:])) + "\n" for r in rows
-    )
+    return "".join(r[0].ljust(widths[0]) + "".join(c.rjust(w) for c, w in zip(r[1:], widths[1:])) + "\n" for r in rows)
 
 
 def _cluster_line(ranks: list[tuple[str, Path]], root: Path) -> str:
     """The ranks a cluster folder holds, in one line (the first and last few named)."""
     named = [f"{rank} {_rel(folder, root)}" for rank, folder in ranks]
     shown = named if len(named) <= 4 else [*named[:2], "...", *named[-2:]]
-    return (f"cluster   {len(ranks):,} ranks: {', '.join(shown)} "
-            "(npuscope report PATH: the cluster summary, rank by rank)\n")
+    return (
+        f"cluster   {len(ranks):,} ranks: {', '.join(shown)} "
+        "(npuscope report PATH: the cluster summary, rank by rank)\n"
+    )
 
 
 def _print(prof: Profile, args: argparse.Namespace, ranks: list[tuple[str, Path]] | None = None) -> None:
     def out(text: str) -> None:  # folder, file and op names are untrusted text
         sys.stdout.write(printable(text))
+
     root = prof.path if prof.path.is_dir() else prof.path.parent
     out(f"path      {prof.path.resolve()}\n")
     if ranks is not None:
@@ -134,7 +143,11 @@ def _print(prof: Profile, args: argparse.Namespace, ranks: list[tuple[str, Path]
     out(f"era       {prof.era}\n")
     out(f"cards     {', '.join(prof.cards) or '-'}\n")
     out(f"tasks     from {prof.tasks_from}; op_statistic {'derived' if prof.statistic_derived else 'from file'}\n")
-    out(f"export    {prof.source_kind}" + (f"; {prof.skipped_rows:,} damaged row(s) skipped" if prof.skipped_rows else "") + "\n")
+    out(
+        f"export    {prof.source_kind}"
+        + (f"; {prof.skipped_rows:,} damaged row(s) skipped" if prof.skipped_rows else "")
+        + "\n"
+    )
     if prof.time_problem:
         out(f"times     UNUSABLE: {prof.time_problem}\n")
     out("files\n")
@@ -169,10 +182,18 @@ def _print(prof: Profile, args: argparse.Namespace, ranks: list[tuple[str, Path]
         row = per_card.get(card, {"tasks": 0, "op_types": 0, "compute": 0.0, "comm": 0.0, "wait": 0.0})
         span_ns = prof.span_ns(card)
         span = "unavailable" if span_ns is None else f"{span_ns / 1000:,.3f}"
-        rows.append([
-            card, f"{row['tasks']:,}", f"{row['op_types']:,}", f"{row['compute']:,.3f}", f"{row['comm']:,.3f}",
-            f"{row['wait']:,.3f}", span, f"{ev_counts.get(card, 0):,}",
-        ])
+        rows.append(
+            [
+                card,
+                f"{row['tasks']:,}",
+                f"{row['op_types']:,}",
+                f"{row['compute']:,.3f}",
+                f"{row['comm']:,.3f}",
+                f"{row['wait']:,.3f}",
+                span,
+                f"{ev_counts.get(card, 0):,}",
+            ]
+        )
     for card in sorted(set(ev_counts) - set(prof.cards)):
         rows.append([card, "", "", "", "", "", "", f"{ev_counts[card]:,}"])
     out(_table(rows))

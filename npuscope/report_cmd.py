@@ -93,16 +93,18 @@ def _report(args: argparse.Namespace, out: Any) -> int:
         if ranks is not None:
             return _run_cluster(args, thresholds, ranks, out)
     with profile_for_command(
-        args.path, capture=args.capture, no_cache=args.no_cache, timeline=not args.no_timeline,
-        strict=args.strict, source=args.source,
+        args.path,
+        capture=args.capture,
+        no_cache=args.no_cache,
+        timeline=not args.no_timeline,
+        strict=args.strict,
+        source=args.source,
     ) as profile:
         cards = None
         card = args.card or "all"
         if card != "all":
             if card not in profile.cards:
-                raise ProfileError(
-                    f"no card {card!r} in {profile.capture.name}; cards: {', '.join(profile.cards)}"
-                )
+                raise ProfileError(f"no card {card!r} in {profile.capture.name}; cards: {', '.join(profile.cards)}")
             cards = (card,)
         diagnosis = diagnose(profile, thresholds, cards)
         if args.op:
@@ -125,6 +127,7 @@ def _report(args: argparse.Namespace, out: Any) -> int:
 
 # --------------------------------------------------------------------------- msprof op alone
 
+
 def _run_msprof_op(args: argparse.Namespace, thresholds: Thresholds, folders: tuple[Path, ...], out: Any) -> int:
     """`report` of msprof op folders with no capture: the kernels, and the op report of the
     one `--op` names (or the only one); JSON: every kernel's figures and its bound."""
@@ -143,9 +146,7 @@ def _run_msprof_op(args: argparse.Namespace, thresholds: Thresholds, folders: tu
                     "path": str(op.path.resolve()),
                     "notes": list(op.notes),
                     "simulator_files": len(op.simulator),
-                    "kernels": [
-                        {**dataclasses.asdict(k), "bound": kernel_bound(k, min_pct)} for k in op.kernels
-                    ],
+                    "kernels": [{**dataclasses.asdict(k), "bound": kernel_bound(k, min_pct)} for k in op.kernels],
                 }
                 for op in ops
             ],
@@ -157,6 +158,7 @@ def _run_msprof_op(args: argparse.Namespace, thresholds: Thresholds, folders: tu
 
 
 # --------------------------------------------------------------------------- a cluster
+
 
 def _names(ranks: list[str]) -> str:
     return ", ".join(ranks[:10]) + (f", ... ({len(ranks):,} ranks)" if len(ranks) > 10 else "")
@@ -175,7 +177,12 @@ def _run_cluster(args: argparse.Namespace, thresholds: Thresholds, ranks: list[t
     path = Path(args.path)
     with StderrProgress("ranks") as progress:
         summary = open_cluster(
-            path, jobs=args.jobs, cache=cache, progress=progress, options=options, thresholds=thresholds,
+            path,
+            jobs=args.jobs,
+            cache=cache,
+            progress=progress,
+            options=options,
+            thresholds=thresholds,
             ranks=ranks if path.expanduser() == path else None,  # the ranks found at the same path
         )
     bad = [r for r in summary.ranks if r.error is not None]
@@ -253,8 +260,15 @@ def _run_cluster(args: argparse.Namespace, thresholds: Thresholds, ranks: list[t
     return 0
 
 
-def _cluster_html(summary: Any, cluster: dict[str, Any], chosen: list[str], why: str | None, rank_report: Any,
-                  pictures: dict[str, Any], out: Any) -> None:
+def _cluster_html(
+    summary: Any,
+    cluster: dict[str, Any],
+    chosen: list[str],
+    why: str | None,
+    rank_report: Any,
+    pictures: dict[str, Any],
+    out: Any,
+) -> None:
     """The cluster's page: its section, then the detailed rank's report (the document `--format
     json` prints) or, with `--card all`, every rank's in turn (each drawn and dropped)."""
     from npuscope.analysis.html_report import cluster_html, page, render_html, report_html
@@ -270,8 +284,15 @@ def _cluster_html(summary: Any, cluster: dict[str, Any], chosen: list[str], why:
     out.write(page(f"npuscope cluster: {summary.path.name}", body))
 
 
-def _stream_json(summary: Any, cluster: dict[str, Any], thresholds: Thresholds, top: int, ranks: list[str],
-                 rank_report: Any, out: Any) -> None:
+def _stream_json(
+    summary: Any,
+    cluster: dict[str, Any],
+    thresholds: Thresholds,
+    top: int,
+    ranks: list[str],
+    rank_report: Any,
+    out: Any,
+) -> None:
     """Every rank's cards in one `npuscope.report/1` document, written rank by rank (each card
     names its rank); `source` follows the cards (the cluster's path and layout, the files,
     views and notes of every rank, the notes prefixed with their rank), then `cluster`."""

@@ -61,8 +61,6 @@ def spreadsheet_cell(text: str) -> str:
     return "'" + text if text[:1] in ("=", "+", "-", "@") else text
 
 
-
-
 def whole_number(text: str, low: int | None = None) -> int:
     """A whole number a user typed (an option, a form field), at least `low` when given.
 

@@ -154,9 +154,7 @@ class FrameCache:
                 folder = self._user_folder(uid)
         except (_Unsafe, OSError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-            self.problems.append(
-                f"cache not used ({self.root}: {reason}); set {ENV_DIR} to a folder of your own"
-            )
+            self.problems.append(f"cache not used ({self.root}: {reason}); set {ENV_DIR} to a folder of your own")
             return
         self._dir = folder
         self._can_write = os.access(folder, os.W_OK | os.X_OK)
@@ -322,7 +320,10 @@ class FrameCache:
         except OSError:
             return None
         if (after.st_dev, after.st_ino, after.st_size, after.st_mtime_ns) != (
-            before.st_dev, before.st_ino, before.st_size, before.st_mtime_ns
+            before.st_dev,
+            before.st_ino,
+            before.st_size,
+            before.st_mtime_ns,
         ):
             return None  # replaced while it was read: the checks were of another file
         return frame

@@ -76,10 +76,30 @@ TASK_COLUMNS: tuple[ColumnSpec, ...] = (
 
 # Column order of the canonical tasks frame; PMU columns (every other header) follow.
 TASK_ORDER: tuple[str, ...] = (
-    "card", "op_name", "op_type", "task_type", "stream_id", "task_id", "model_id",
-    "op_state", "start_ns", "duration_us", "wait_us", "block_num", "mix_block_num",
-    "input_shapes", "input_dtypes", "input_formats", "output_shapes", "output_dtypes",
-    "output_formats", "is_aclnn", "step_id", "model_name", "infer_id", "hf32_eligible",
+    "card",
+    "op_name",
+    "op_type",
+    "task_type",
+    "stream_id",
+    "task_id",
+    "model_id",
+    "op_state",
+    "start_ns",
+    "duration_us",
+    "wait_us",
+    "block_num",
+    "mix_block_num",
+    "input_shapes",
+    "input_dtypes",
+    "input_formats",
+    "output_shapes",
+    "output_dtypes",
+    "output_formats",
+    "is_aclnn",
+    "step_id",
+    "model_name",
+    "infer_id",
+    "hf32_eligible",
     "context_id",
 )
 
@@ -89,9 +109,22 @@ TASK_ORDER: tuple[str, ...] = (
 # a command that only counts time can leave them out (`open_profile(details=False)`). The
 # rules and the explorer read some (block dims, shapes, streams).
 DETAIL_COLUMNS: tuple[str, ...] = (
-    "model_id", "task_id", "stream_id", "infer_id", "model_name",
-    "input_shapes", "input_dtypes", "input_formats", "output_shapes", "output_dtypes",
-    "output_formats", "op_state", "block_num", "mix_block_num", "hf32_eligible", "context_id",
+    "model_id",
+    "task_id",
+    "stream_id",
+    "infer_id",
+    "model_name",
+    "input_shapes",
+    "input_dtypes",
+    "input_formats",
+    "output_shapes",
+    "output_dtypes",
+    "output_formats",
+    "op_state",
+    "block_num",
+    "mix_block_num",
+    "hf32_eligible",
+    "context_id",
 )
 
 TASK_SCHEMA: dict[str, pl.DataType] = {
@@ -113,7 +146,14 @@ STAT_COLUMNS: tuple[ColumnSpec, ...] = (
 )
 
 STAT_ORDER: tuple[str, ...] = (
-    "card", "op_type", "core_type", "count", "total_us", "min_us", "avg_us", "max_us",
+    "card",
+    "op_type",
+    "core_type",
+    "count",
+    "total_us",
+    "min_us",
+    "avg_us",
+    "max_us",
     "ratio_pct",
 )
 
@@ -163,19 +203,54 @@ UNKNOWN = "unknown"
 # Device events that are not operator tasks, by name or Task Type (upper case, spaces and
 # dashes as `_`). Timelines name them either way: torch_npu writes the kind as the event name
 # with Task Type `Other`, msprof as the Task Type. Markers are dropped; the rest stay events.
-SYNC_TASKS = frozenset({
-    "NOTIFY_WAIT", "NOTIFY_RECORD", "NOTIFY_WAIT_SQE", "NOTIFY_RECORD_SQE", "EVENT_WAIT",
-    "EVENT_RECORD", "EVENT_WAIT_SQE", "EVENT_RECORD_SQE", "EVENT_RESET", "WRITE_VALUE",
-    "WRITE_VALUE_SQE", "STARS_COMMON", "CAPTURE_WAIT", "CAPTURE_RECORD", "BARRIER",
-})
-MEMCPY_TASKS = frozenset({
-    "MEMCPY", "MEMCPY_ASYNC", "MEMCOPYASYNC", "MEMCPY_ASYNC_SQE", "SDMA", "SDMA_SQE",
-    "REDUCE_ASYNC_V2", "REDUCE_INLINE", "RDMA_SEND", "RDMA_SEND_SQE", "DMA",
-})
-MARKER_TASKS = frozenset({
-    "PROFILING_ENABLE", "PROFILING_DISABLE", "PLACE_HOLDER_SQE", "PLACE_HOLDER", "OTHER",
-    "MODEL_MAINTAINCE", "MODEL_EXECUTE", "MODEL_END_GRAPH", "NOP", "INVALID",
-})
+SYNC_TASKS = frozenset(
+    {
+        "NOTIFY_WAIT",
+        "NOTIFY_RECORD",
+        "NOTIFY_WAIT_SQE",
+        "NOTIFY_RECORD_SQE",
+        "EVENT_WAIT",
+        "EVENT_RECORD",
+        "EVENT_WAIT_SQE",
+        "EVENT_RECORD_SQE",
+        "EVENT_RESET",
+        "WRITE_VALUE",
+        "WRITE_VALUE_SQE",
+        "STARS_COMMON",
+        "CAPTURE_WAIT",
+        "CAPTURE_RECORD",
+        "BARRIER",
+    }
+)
+MEMCPY_TASKS = frozenset(
+    {
+        "MEMCPY",
+        "MEMCPY_ASYNC",
+        "MEMCOPYASYNC",
+        "MEMCPY_ASYNC_SQE",
+        "SDMA",
+        "SDMA_SQE",
+        "REDUCE_ASYNC_V2",
+        "REDUCE_INLINE",
+        "RDMA_SEND",
+        "RDMA_SEND_SQE",
+        "DMA",
+    }
+)
+MARKER_TASKS = frozenset(
+    {
+        "PROFILING_ENABLE",
+        "PROFILING_DISABLE",
+        "PLACE_HOLDER_SQE",
+        "PLACE_HOLDER",
+        "OTHER",
+        "MODEL_MAINTAINCE",
+        "MODEL_EXECUTE",
+        "MODEL_END_GRAPH",
+        "NOP",
+        "INVALID",
+    }
+)
 
 # Values that mean "no value" in every era.
 NULL_VALUES: tuple[str, ...] = ("N/A", "", "NA", "null", "None")

@@ -54,9 +54,7 @@ def read_header(path: Path) -> list[str]:
     try:
         text = first.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ProfileError(
-            f"{path}: the header is not UTF-8 text (byte {exc.start}); is this an msprof CSV?"
-        ) from None
+        raise ProfileError(f"{path}: the header is not UTF-8 text (byte {exc.start}); is this an msprof CSV?") from None
     try:
         return next(csv.reader([text.rstrip("\r\n")]))
     except csv.Error as exc:  # a header cell over the csv module's 128 KiB field limit
@@ -165,9 +163,7 @@ def match_columns(
     if missing:
         expected = ", ".join(" or ".join(s.aliases) for s in missing)
         found = ", ".join(h for h in header[:12]) + (", ..." if len(header) > 12 else "")
-        raise ProfileError(
-            f"{path}: not a valid {what}: missing column(s) {expected}; found {found}"
-        )
+        raise ProfileError(f"{path}: not a valid {what}: missing column(s) {expected}; found {found}")
     return matched, extra
 
 
@@ -206,7 +202,10 @@ Columns = list[int] | None
 
 
 def _read_csv(
-    source: Path | io.BytesIO, schema: dict[str, pl.DataType], nulls: list[str], header: bool = True,
+    source: Path | io.BytesIO,
+    schema: dict[str, pl.DataType],
+    nulls: list[str],
+    header: bool = True,
     columns: Columns = None,
 ) -> pl.DataFrame:
     """The CSV text under its header line, or without one (a piece) named by `schema`."""
@@ -410,7 +409,11 @@ class RowPolicy:
 
 
 def _without(
-    path: Path, header: list[str], schema: dict[str, pl.DataType], short: list[int], rows: RowPolicy,
+    path: Path,
+    header: list[str],
+    schema: dict[str, pl.DataType],
+    short: list[int],
+    rows: RowPolicy,
     columns: Columns = None,
 ) -> pl.DataFrame:
     shown = ", ".join(str(n) for n in short[:5]) + (", ..." if len(short) > 5 else "")
@@ -421,8 +424,7 @@ def _without(
             "out --strict to skip such rows"
         )
     rows.notes.append(
-        f"{path}: skipped {len(short):,} damaged row(s) with fewer fields than the header "
-        f"(line(s) {shown})"
+        f"{path}: skipped {len(short):,} damaged row(s) with fewer fields than the header (line(s) {shown})"
     )
     drop = set(short)
     with open(path, "rb") as fh:
@@ -434,8 +436,13 @@ def _without(
 
 
 def _read_polars(
-    paths: Sequence[Path], header: list[str], schema: dict[str, pl.DataType], rows: RowPolicy,
-    extra: list[str], hook: BytesHook | None = None, piece_bytes: int = PIECE_BYTES,
+    paths: Sequence[Path],
+    header: list[str],
+    schema: dict[str, pl.DataType],
+    rows: RowPolicy,
+    extra: list[str],
+    hook: BytesHook | None = None,
+    piece_bytes: int = PIECE_BYTES,
     parsed: set[str] | None = None,
 ) -> pl.DataFrame:
     """The files' cells as `schema` types: every column, or those named in `parsed` (the last
@@ -534,12 +541,7 @@ def _cast(spec: ColumnSpec, src: str) -> pl.Expr:
     if spec.kind == "list":
         # Shape cells keep their own quotes after CSV decoding: `"81920,4096;8192,512"`.
         # Stripping copies the column, so only cells that start with a quote are touched.
-        return (
-            pl.when(col.str.starts_with('"'))
-            .then(col.str.strip_chars('"\t '))
-            .otherwise(col)
-            .alias(spec.name)
-        )
+        return pl.when(col.str.starts_with('"')).then(col.str.strip_chars('"\t ')).otherwise(col).alias(spec.name)
     if spec.kind in ("int", "float"):
         # Read as Float64 (spreadsheets write counts as `4.29E+09`); whole-number columns are
         # cast to Int64 once `_check_numbers` has ruled out inf, nan and out-of-range values.
@@ -577,8 +579,7 @@ def read_table(
         this = read_header(path) if path is not paths[0] else header
         if this != header:
             raise ProfileError(
-                f"{path}: its columns differ from {paths[0].name}; slices of one export must "
-                "share a header"
+                f"{path}: its columns differ from {paths[0].name}; slices of one export must share a header"
             )
         _check_body(path, header)
     matched, extra = match_columns(paths[0], header, specs, what)
@@ -615,9 +616,7 @@ def read_table(
     times = {name: spec for name, spec in matched.items() if spec.kind in ("start", "time")}
     exprs = [_cast(spec, name) for name, spec in matched.items() if name not in times]
     exprs += [pl.col(name).alias(name.strip()) for name in kept_extra]
-    time_cols = [
-        times_to_ns(df[name], START_UNITS[name.strip()]).alias(spec.name) for name, spec in times.items()
-    ]
+    time_cols = [times_to_ns(df[name], START_UNITS[name.strip()]).alias(spec.name) for name, spec in times.items()]
     step(_PARSE_PERCENT + 5)
     order = [spec.name for spec in matched.values()] + [n.strip() for n in kept_extra]
     df = df.select(exprs).with_columns(time_cols).select(order)
@@ -714,4 +713,3 @@ def sniff_kind(path: Path) -> str:
     if {"OP Type", "Core Type", "Ratio(%)"} <= header:
         return "statistic"
     return "unknown"
-

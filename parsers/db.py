@@ -70,22 +70,40 @@ stop the read."""
 # resolved to its text with `N/A` as null; list: a ref whose text is a `;`-list that may keep
 # its quotes (shapes), stripped as the CSV reader strips them; float: Float64; text: String.
 _KIND_DTYPES = {
-    "time": pl.Int64, "int": pl.Int64, "key": pl.Int64, "id": pl.String, "ref": pl.String,
-    "list": pl.String, "float": pl.Float64, "text": pl.String,
+    "time": pl.Int64,
+    "int": pl.Int64,
+    "key": pl.Int64,
+    "id": pl.String,
+    "ref": pl.String,
+    "list": pl.String,
+    "float": pl.Float64,
+    "text": pl.String,
 }
 # What ADBC may hand back for each kind before conversion (Null: a column of NULLs).
 _FAST_OK = {
-    "time": (pl.Int64, pl.Null), "int": (pl.Int64, pl.Null), "key": (pl.Int64, pl.Null),
-    "id": (pl.Int64, pl.Null), "ref": (pl.Int64, pl.Null), "list": (pl.Int64, pl.Null),
-    "float": (pl.Float64, pl.Int64, pl.Null), "text": (pl.String, pl.Null),
+    "time": (pl.Int64, pl.Null),
+    "int": (pl.Int64, pl.Null),
+    "key": (pl.Int64, pl.Null),
+    "id": (pl.Int64, pl.Null),
+    "ref": (pl.Int64, pl.Null),
+    "list": (pl.Int64, pl.Null),
+    "float": (pl.Float64, pl.Int64, pl.Null),
+    "text": (pl.String, pl.Null),
 }
 
 # ENUM_API_TYPE names to the level the timeline prints before `@`.
 _LEVELS = {"acl": "AscendCL", "node": "Node", "runtime": "Runtime", "model": "Model", "hccl": "Hccl", "op": "Op"}
 # The documented ENUM_API_TYPE ids, for a db that lacks the table.
 _DEFAULT_API_TYPES = {
-    5000: "runtime", 5500: "hccl", 10000: "node", 15000: "model", 20000: "acl",
-    50001: "op", 50002: "queue", 50003: "trace", 50004: "mstx",
+    5000: "runtime",
+    5500: "hccl",
+    10000: "node",
+    15000: "model",
+    20000: "acl",
+    50001: "op",
+    50002: "queue",
+    50003: "trace",
+    50004: "mstx",
 }
 # PMU metric names in the db (times in ns) and in op_summary (times in us).
 _PMU_NAMES = {"aic_total_time": "aicore_time(us)", "aiv_total_time": "aiv_time(us)"}
@@ -129,7 +147,9 @@ def _check_file(path: Path) -> None:
             "npuscope at the msprof_*.db or ascend_pytorch_profiler_*.db that msprof / torch_npu wrote"
         )
     if len(head) < 100:
-        raise ProfileError(f"{path}: the file is cut short ({size} bytes); the copy was truncated, copy or export it again")
+        raise ProfileError(
+            f"{path}: the file is cut short ({size} bytes); the copy was truncated, copy or export it again"
+        )
     page = int.from_bytes(head[16:18], "big")
     page = 65536 if page == 1 else page
     pages = int.from_bytes(head[28:32], "big")
@@ -155,9 +175,7 @@ def _sqlite_error(path: Path, exc: BaseException) -> ProfileError:
     if "not a database" in low or "encrypted" in low:
         return ProfileError(f"{path}: not an SQLite database or encrypted; export the profile again")
     if "malformed" in low or "corrupt" in low or "short read" in low:
-        return ProfileError(
-            f"{path}: the database is damaged or truncated ({msg}); copy or export it again"
-        )
+        return ProfileError(f"{path}: the database is damaged or truncated ({msg}); copy or export it again")
     if "unable to open" in low or "permission" in low:
         return ProfileError(f"{path}: cannot be opened ({msg}); check that the file is readable")
     if "i/o error" in low:
@@ -396,8 +414,9 @@ class _Db:
             return self._frame(sql, kinds)
         size = {c: f"length(CAST({_q(c)} AS BLOB))" for c in texts}
         items = [
-            f"CASE WHEN {size[c]} > {TEXT_MAX_BYTES} THEN substr({_q(c)}, 1, {TEXT_KEEP}) "
-            f"ELSE {_q(c)} END AS {_q(c)}" if c in size else _q(c)
+            f"CASE WHEN {size[c]} > {TEXT_MAX_BYTES} THEN substr({_q(c)}, 1, {TEXT_KEEP}) ELSE {_q(c)} END AS {_q(c)}"
+            if c in size
+            else _q(c)
             for c in kinds
         ]
         items.append("(" + " + ".join(f"coalesce({size[c]} > {TEXT_MAX_BYTES}, 0)" for c in texts) + ") AS _cut")
@@ -415,9 +434,12 @@ class _Db:
     def _frame(self, sql: str, kinds: dict[str, str]) -> pl.DataFrame:
         if self._adbc is not None:
             raw = self._adbc_frame(sql)
-            if raw is not None and raw.columns == list(kinds) and all(
-                raw.schema[c] in _FAST_OK[k] for c, k in kinds.items()
-            ) and _utf8(raw, [c for c, k in kinds.items() if k == "text"]):
+            if (
+                raw is not None
+                and raw.columns == list(kinds)
+                and all(raw.schema[c] in _FAST_OK[k] for c, k in kinds.items())
+                and _utf8(raw, [c for c, k in kinds.items() if k == "text"])
+            ):
                 self.rows_read += raw.height
                 df = raw
                 for c, k in kinds.items():  # one column at a time: a cancel is seen between them
@@ -440,8 +462,13 @@ class _Db:
                 continue
             column = m.group(1) if (m := re.search(r'([\w."]+) AS ' + re.escape(_q(name)), sql)) else name
             tables = ", ".join(dict.fromkeys(_FROM_RE.findall(sql))) or "the db"
-            expected = {"ref": "a STRING_IDS id", "list": "a STRING_IDS id", "key": "an INTEGER id",
-                        "id": "an INTEGER id", "float": "a number"}.get(kind, "an INTEGER")
+            expected = {
+                "ref": "a STRING_IDS id",
+                "list": "a STRING_IDS id",
+                "key": "an INTEGER id",
+                "id": "an INTEGER id",
+                "float": "a number",
+            }.get(kind, "an INTEGER")
             raise ProfileError(
                 f"{self.path}: {tables} holds {what} in {column.split('.')[-1]}, where {expected} is "
                 "expected; the file was made or edited by hand: export the profile again"
@@ -573,12 +600,13 @@ def _valid_times(start: str, end: str) -> pl.Expr:
     )
 
 
-def _keep_valid(df: pl.DataFrame, table: str, notes: list[str], start: str = "start_ns", end: str = "end_ns") -> pl.DataFrame:
+def _keep_valid(
+    df: pl.DataFrame, table: str, notes: list[str], start: str = "start_ns", end: str = "end_ns"
+) -> pl.DataFrame:
     ok = df.filter(_valid_times(start, end))
     if ok.height < df.height:
         notes.append(
-            f"{df.height - ok.height:,} {table} row(s) skipped: start or end time missing, "
-            "negative or out of order"
+            f"{df.height - ok.height:,} {table} row(s) skipped: start or end time missing, negative or out of order"
         )
     return ok
 
@@ -587,7 +615,9 @@ def _card_key(card: str) -> tuple[int, int | str]:
     return (0, int(card)) if card.isascii() and card.isdigit() else (1, card)
 
 
-def _select(db: _Db, table: str, wanted: Iterable[tuple[str, tuple[str, ...], str]], alias: str = "") -> tuple[list[str], dict[str, str]]:
+def _select(
+    db: _Db, table: str, wanted: Iterable[tuple[str, tuple[str, ...], str]], alias: str = ""
+) -> tuple[list[str], dict[str, str]]:
     """SQL select items and kinds for the columns of `table` that exist: (out, names, kind)."""
     items, kinds = [], {}
     prefix = f"{alias}." if alias else ""
@@ -666,9 +696,13 @@ class _Cards:
 
     def label(self, device: str) -> pl.Expr:
         """Card of each row from its device id; a missing id goes to the only card."""
-        expr = pl.col(device).replace_strict(
-            list(self.labels), list(self.labels.values()), default=None, return_dtype=pl.String
-        ) if self.labels else pl.lit(None, dtype=pl.String)
+        expr = (
+            pl.col(device).replace_strict(
+                list(self.labels), list(self.labels.values()), default=None, return_dtype=pl.String
+            )
+            if self.labels
+            else pl.lit(None, dtype=pl.String)
+        )
         if self.only is not None:
             expr = expr.fill_null(self.only)
         return expr.alias("card")
@@ -687,7 +721,11 @@ class _Cards:
     def by_connection(self) -> pl.DataFrame:
         """connection_id -> card, from every TASK row (compute, communication, markers)."""
         if self._by_connection is None:
-            task, conn, dev = self.db.table("TASK"), self.db.col("TASK", "connectionId"), self.db.col("TASK", "deviceId")
+            task, conn, dev = (
+                self.db.table("TASK"),
+                self.db.col("TASK", "connectionId"),
+                self.db.col("TASK", "deviceId"),
+            )
             if conn is None or dev is None:
                 self._by_connection = pl.DataFrame(schema={"connection_id": pl.String, "card": pl.String})
             else:
@@ -720,20 +758,21 @@ def _compute_tasks(db: _Db, cards: _Cards) -> pl.DataFrame | None:
     for out, names, _ in _COMPUTE_COLS[:3]:
         if out not in c_kinds:
             db.notes.append(f"COMPUTE_TASK_INFO has no {names[0]} column: {out.replace('_', ' ')}s are unknown")
-    sql = (
-        f"SELECT {', '.join(t_items + c_items)} "
-        f"FROM {_q(task)} t JOIN {_q(cti)} c ON c.{_q(c_key)} = t.{_q(t_key)}"
-    )
+    sql = f"SELECT {', '.join(t_items + c_items)} FROM {_q(task)} t JOIN {_q(cti)} c ON c.{_q(c_key)} = t.{_q(t_key)}"
     df = db.frame(sql, {**t_kinds, **c_kinds})
     df = _keep_valid(df, "compute task", db.notes)
     db.tick()
     extra = []
     if "context_id" in df.columns:
-        extra.append(pl.when(pl.col("context_id") == _NO_CONTEXT).then(None).otherwise(pl.col("context_id")).alias("context_id"))
+        extra.append(
+            pl.when(pl.col("context_id") == _NO_CONTEXT).then(None).otherwise(pl.col("context_id")).alias("context_id")
+        )
     extra.append(cards.label("device") if "device" in df.columns else pl.lit(cards.only, dtype=pl.String).alias("card"))
     df = df.with_columns(ns_to_us(pl.col("end_ns") - pl.col("start_ns")).alias("duration_us"), *extra)
     if "card" in df.columns and df["card"].null_count():
-        db.notes.append(f"{df['card'].null_count():,} compute task(s) skipped: no deviceId, and the db holds several devices")
+        db.notes.append(
+            f"{df['card'].null_count():,} compute task(s) skipped: no deviceId, and the db holds several devices"
+        )
         df = df.drop_nulls("card")
     return df
 
@@ -742,7 +781,14 @@ def _pmu(db: _Db, compute: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
     """TASK_PMU_INFO pivoted into one Float64 column per metric, op_summary's names and units."""
     table = db.table("TASK_PMU_INFO")
     key, name, value = (db.col("TASK_PMU_INFO", c) for c in ("globalTaskId", "name", "value"))
-    if table is None or key is None or name is None or value is None or "global_task_id" not in compute.columns or compute.height == 0:
+    if (
+        table is None
+        or key is None
+        or name is None
+        or value is None
+        or "global_task_id" not in compute.columns
+        or compute.height == 0
+    ):
         return compute, []
     v = _q(value)
     pmu = db.frame(
@@ -786,7 +832,9 @@ def _pmu(db: _Db, compute: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
     )
     wide = wide.rename({str(m): n for m, n in names.items() if str(m) in wide.columns})
     labels = [n for n in names.values() if n in wide.columns]
-    joined = compute.join(wide.select("global_task_id", *labels), on="global_task_id", how="left", maintain_order="left")
+    joined = compute.join(
+        wide.select("global_task_id", *labels), on="global_task_id", how="left", maintain_order="left"
+    )
     return joined.with_columns(pl.col(c).cast(pl.Float64) for c in labels), labels
 
 
@@ -794,14 +842,18 @@ def _communication(db: _Db, cards: _Cards) -> pl.DataFrame | None:
     table = db.table("COMMUNICATION_OP")
     if table is None:
         return None
-    items, kinds = _select(db, "COMMUNICATION_OP", (
-        ("op_name", ("opName",), "ref"),
-        ("start_ns", ("startNs",), "time"),
-        ("end_ns", ("endNs",), "time"),
-        ("connection_id", ("connectionId",), "id"),
-        ("op_type", ("opType",), "ref"),
-        ("device", ("deviceId",), "id"),
-    ))
+    items, kinds = _select(
+        db,
+        "COMMUNICATION_OP",
+        (
+            ("op_name", ("opName",), "ref"),
+            ("start_ns", ("startNs",), "time"),
+            ("end_ns", ("endNs",), "time"),
+            ("connection_id", ("connectionId",), "id"),
+            ("op_type", ("opType",), "ref"),
+            ("device", ("deviceId",), "id"),
+        ),
+    )
     if not {"op_name", "start_ns", "end_ns"} <= set(kinds):
         db.notes.append("COMMUNICATION_OP lacks opName, startNs or endNs: communication ops are not read")
         return None
@@ -820,9 +872,13 @@ def _communication(db: _Db, cards: _Cards) -> pl.DataFrame | None:
     card = cards.label("device") if "device" in df.columns else pl.lit(cards.only, dtype=pl.String).alias("card")
     df = df.with_columns(card)
     if df["card"].null_count() and "connection_id" in df.columns:
-        df = df.join(
-            cards.by_connection().rename({"card": "linked"}), on="connection_id", how="left", maintain_order="left"
-        ).with_columns(pl.coalesce("card", "linked").alias("card")).drop("linked")
+        df = (
+            df.join(
+                cards.by_connection().rename({"card": "linked"}), on="connection_id", how="left", maintain_order="left"
+            )
+            .with_columns(pl.coalesce("card", "linked").alias("card"))
+            .drop("linked")
+        )
     lost = df["card"].null_count()
     if lost:
         db.notes.append(f"{lost:,} communication op(s) skipped: no device and no TASK row tells their card")
@@ -838,14 +894,18 @@ def _events(db: _Db, cards: _Cards) -> pl.DataFrame | None:
     if table is None:
         db.notes.append("no CANN_API table: host API calls are unknown, so wait causes can only be suspected")
         return None
-    items, kinds = _select(db, "CANN_API", (
-        ("ts_ns", ("startNs",), "time"),
-        ("end_ns", ("endNs",), "time"),
-        ("type", ("type",), "int"),
-        ("thread", ("globalTid",), "id"),
-        ("connection_id", ("connectionId",), "id"),
-        ("api", ("name",), "ref"),
-    ))
+    items, kinds = _select(
+        db,
+        "CANN_API",
+        (
+            ("ts_ns", ("startNs",), "time"),
+            ("end_ns", ("endNs",), "time"),
+            ("type", ("type",), "int"),
+            ("thread", ("globalTid",), "id"),
+            ("connection_id", ("connectionId",), "id"),
+            ("api", ("name",), "ref"),
+        ),
+    )
     if not {"ts_ns", "end_ns"} <= set(kinds):
         db.notes.append("CANN_API lacks startNs or endNs: host API calls are not read")
         return None
@@ -861,8 +921,11 @@ def _events(db: _Db, cards: _Cards) -> pl.DataFrame | None:
         levels.update((i, n) for i, n in enum.iter_rows() if i is not None and n is not None)
     level_names = {i: _LEVELS.get(n.lower(), n[:1].upper() + n[1:]) for i, n in levels.items() if n}
     level = (
-        pl.col("type").replace_strict(list(level_names), list(level_names.values()), default=None, return_dtype=pl.String)
-        if "type" in df.columns and level_names else pl.lit(None, dtype=pl.String)
+        pl.col("type").replace_strict(
+            list(level_names), list(level_names.values()), default=None, return_dtype=pl.String
+        )
+        if "type" in df.columns and level_names
+        else pl.lit(None, dtype=pl.String)
     )
     type_text = pl.col("type").cast(pl.String) if "type" in df.columns else pl.lit(None, dtype=pl.String)
     api = pl.col("api") if "api" in df.columns else pl.lit(None, dtype=pl.String)
@@ -881,12 +944,12 @@ def _events(db: _Db, cards: _Cards) -> pl.DataFrame | None:
         # launched nothing stays "host".
         df = df.join(cards.by_connection(), on="connection_id", how="left", maintain_order="left")
         db.tick()
-        owner = (
-            df.drop_nulls("card").group_by("thread").agg(pl.col("card").mode().sort().first().alias("owner"))
+        owner = df.drop_nulls("card").group_by("thread").agg(pl.col("card").mode().sort().first().alias("owner"))
+        df = (
+            df.join(owner, on="thread", how="left", maintain_order="left")
+            .with_columns(pl.coalesce("card", "owner", pl.lit("host")).alias("card"))
+            .drop("owner")
         )
-        df = df.join(owner, on="thread", how="left", maintain_order="left").with_columns(
-            pl.coalesce("card", "owner", pl.lit("host")).alias("card")
-        ).drop("owner")
     df = df.with_columns(
         pl.lit("CANN").alias("process"),
         pl.col("thread").alias("pid"),
@@ -905,11 +968,15 @@ def _steps(db: _Db, cards: _Cards) -> pl.DataFrame | None:
     table = db.table("STEP_TIME")
     if table is None:
         return None
-    items, kinds = _select(db, "STEP_TIME", (
-        ("iteration_id", ("id",), "int"),
-        ("fp_start_ns", ("startNs",), "time"),
-        ("iteration_end_ns", ("endNs",), "time"),
-    ))
+    items, kinds = _select(
+        db,
+        "STEP_TIME",
+        (
+            ("iteration_id", ("id",), "int"),
+            ("fp_start_ns", ("startNs",), "time"),
+            ("iteration_end_ns", ("endNs",), "time"),
+        ),
+    )
     if not {"iteration_id", "iteration_end_ns"} <= set(kinds):
         db.notes.append("STEP_TIME lacks id or endNs: steps are not read")
         return None
@@ -953,7 +1020,11 @@ def _with_step_ids(tasks: pl.DataFrame, steps: pl.DataFrame, tick: Callable[[], 
 
 
 def read_db(
-    path: Path, *, card: str | None = None, hook: RowsHook | None = None, batch_rows: int = BATCH_ROWS,
+    path: Path,
+    *,
+    card: str | None = None,
+    hook: RowsHook | None = None,
+    batch_rows: int = BATCH_ROWS,
     strict: bool = False,
 ) -> DbExport:
     """The canonical frames of one db export.
@@ -1018,13 +1089,17 @@ def _read(db: _Db, path: Path, card: str | None) -> DbExport:
         parts.append(comm)
     keep = [c for c in TASK_ORDER if c not in ("wait_us", "is_aclnn")]
     frames = [
-        p.select(*[pl.col(c).cast(TASK_SCHEMA[c]) for c in keep if c in p.columns], *[c for c in pmu_names if c in p.columns])
+        p.select(
+            *[pl.col(c).cast(TASK_SCHEMA[c]) for c in keep if c in p.columns], *[c for c in pmu_names if c in p.columns]
+        )
         for p in parts
     ]
     if frames:
         tasks = pl.concat(frames, how="diagonal_relaxed") if len(frames) > 1 else frames[0]
     else:
-        tasks = pl.DataFrame(schema={c: TASK_SCHEMA[c] for c in ("card", "op_name", "op_type", "task_type", "start_ns", "duration_us")})
+        tasks = pl.DataFrame(
+            schema={c: TASK_SCHEMA[c] for c in ("card", "op_name", "op_type", "task_type", "start_ns", "duration_us")}
+        )
     steps = _steps(db, cards)
     if steps is not None and steps.height:
         if "step_id" not in tasks.columns:

@@ -87,9 +87,7 @@ def with_event_columns(df: pl.DataFrame) -> pl.DataFrame:
     """An events frame some columns were left out of, with them back as typed nulls."""
     if list(df.columns) == list(EVENT_SCHEMA):
         return df
-    return df.select(
-        pl.col(c) if c in df.columns else pl.lit(None, dtype=t).alias(c) for c, t in EVENT_SCHEMA.items()
-    )
+    return df.select(pl.col(c) if c in df.columns else pl.lit(None, dtype=t).alias(c) for c, t in EVENT_SCHEMA.items())
 
 
 def with_task_columns(df: pl.DataFrame) -> pl.DataFrame:

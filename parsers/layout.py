@@ -55,8 +55,13 @@ MAX_SNIFFED = 16
 """At most this many such files of the folder given are read (the largest first: profile
 files are big, and a folder of thousands of small unrelated files stays instant)."""
 _TRACE_MARKERS = (
-    '"Ascend Hardware"', '"CANN"', '"Overlap Analysis"', '"AscendCL@', '"HostToDevice',
-    '"Physic Stream Id"', '"Task Type"',
+    '"Ascend Hardware"',
+    '"CANN"',
+    '"Overlap Analysis"',
+    '"AscendCL@',
+    '"HostToDevice',
+    '"Physic Stream Id"',
+    '"Task Type"',
 )
 """Strings of msprof / torch_npu timelines (FORMATS.md section 4): their process names, host
 API names, flows and device task args."""
@@ -304,7 +309,7 @@ def pick_files(folder: Path) -> dict[str, tuple[Path, ...]]:
         kind, ids, slice_k, stamp = parsed
         groups[(kind, ids)][stamp].append((slice_k, Path(entry.path)))
     out: dict[str, list[Path]] = defaultdict(list)
-    for (kind, ids) in sorted(groups, key=lambda k: (k[0], [int(i) for i in k[1]])):
+    for kind, ids in sorted(groups, key=lambda k: (k[0], [int(i) for i in k[1]])):
         by_stamp = groups[(kind, ids)]
         newest = max(by_stamp)
         out[kind].extend(p for _, p in sorted(by_stamp[newest]))
@@ -574,8 +579,7 @@ def discover(path: str | os.PathLike[str]) -> list[Capture]:
         return [_file_capture(root)]
     if not root.is_dir():
         raise ProfileError(
-            f"{root}: not a regular file or folder (a FIFO, socket or device); point npuscope at "
-            "an exported profile"
+            f"{root}: not a regular file or folder (a FIFO, socket or device); point npuscope at an exported profile"
         )
     if not _readable(root):
         raise _denied(root)
@@ -595,9 +599,7 @@ def discover(path: str | os.PathLike[str]) -> list[Capture]:
     if found["device"]:
         devices = found["device"]
         parent = devices[0][0].parent
-        captures.append(
-            Capture(parent.name, parent, "era_a", tuple(s for _, s in devices), _stamp_of(devices[0][1]))
-        )
+        captures.append(Capture(parent.name, parent, "era_a", tuple(s for _, s in devices), _stamp_of(devices[0][1])))
     if found["paddle"]:
         captures.append(_paddle_capture(found["paddle"], root))
     if not captures and not found["raw"]:
@@ -614,8 +616,7 @@ def discover(path: str | os.PathLike[str]) -> list[Capture]:
         raw = found["raw"]
         if raw:
             raise ProfileError(
-                f"{raw[0]}: raw data only, nothing exported; run `msprof --export=on "
-                f"--output={raw[0]}` first"
+                f"{raw[0]}: raw data only, nothing exported; run `msprof --export=on --output={raw[0]}` first"
             )
         raise ProfileError(
             f"{root}: no profile data found (looked for PROF_* folders, "

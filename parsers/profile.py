@@ -219,7 +219,8 @@ def open_profile(
         seen_pmu.update((n, None) for n in names if n not in TASK_ORDER)
         ratios = pmu == "ratios"
         return [
-            n for n in names
+            n
+            for n in names
             if (details or n not in DETAIL_COLUMNS)
             and (pmu is True or n in TASK_ORDER or (ratios and n.endswith("_ratio")))
         ]
@@ -296,7 +297,10 @@ def open_profile(
             derived = True
             stat_parts.append(
                 cache.load_or_build(
-                    "derived_statistic", (src.db,), partial(derive_statistic, read.tasks), src.card,
+                    "derived_statistic",
+                    (src.db,),
+                    partial(derive_statistic, read.tasks),
+                    src.card,
                     schema=STAT_SCHEMA,
                 )
             )
@@ -312,12 +316,24 @@ def open_profile(
             # With no cache to fill, the columns not asked for are not even parsed.
             light = not cache.enabled and (pmu is not True or not details)
             read_tasks = partial(
-                _read_tasks, src, hook=within(src.tasks, "op summary"), piece_bytes=piece_bytes,
-                keep_extra=task_columns if light else None, skip=() if details or not light else DETAIL_COLUMNS,
+                _read_tasks,
+                src,
+                hook=within(src.tasks, "op summary"),
+                piece_bytes=piece_bytes,
+                keep_extra=task_columns if light else None,
+                skip=() if details or not light else DETAIL_COLUMNS,
             )
             tasks = _cached_table(
-                cache, "tasks", src.tasks, read_tasks, src.card, strict, parse_notes, columns=task_columns,
-                schema=task_schema, write_now=write_now,
+                cache,
+                "tasks",
+                src.tasks,
+                read_tasks,
+                src.card,
+                strict,
+                parse_notes,
+                columns=task_columns,
+                schema=task_schema,
+                write_now=write_now,
             )
             tasks_from = "op_summary"
             advance(src.tasks, "op summary")
@@ -329,9 +345,12 @@ def open_profile(
             keep = event_keep if src.tasks else None
             try:
                 events = cache.load_or_build(
-                    "events", src.timeline,
+                    "events",
+                    src.timeline,
                     partial(read_timeline, src.timeline, card=src.card, columns=None if cache.enabled else keep),
-                    src.card, schema=EVENT_SCHEMA, write_now=keep is not None,
+                    src.card,
+                    schema=EVENT_SCHEMA,
+                    write_now=keep is not None,
                     columns=None if keep is None else event_columns,
                 )
                 if keep is not None:
@@ -375,7 +394,10 @@ def open_profile(
             derived = True
             if src.tasks:  # cached with the tasks it comes from
                 stat = cache.load_or_build(
-                    "derived_statistic", src.tasks, partial(derive_statistic, tasks), src.card,
+                    "derived_statistic",
+                    src.tasks,
+                    partial(derive_statistic, tasks),
+                    src.card,
                     schema=STAT_SCHEMA,
                 )
             else:
@@ -464,14 +486,10 @@ def _relabel(frame: pl.DataFrame, card: str | None, own: str | None) -> pl.DataF
     """`frame` with its rows of `card` moved to `own` (the card of the source's tasks)."""
     if own is None or card is None or "card" not in frame.columns:
         return frame
-    return frame.with_columns(
-        pl.when(pl.col("card") == card).then(pl.lit(own)).otherwise(pl.col("card")).alias("card")
-    )
+    return frame.with_columns(pl.when(pl.col("card") == card).then(pl.lit(own)).otherwise(pl.col("card")).alias("card"))
 
 
-def _plan(
-    src: Source, source: SourceChoice, timeline: bool
-) -> tuple[Source, tuple[Path, ...], list[tuple[Path, str]]]:
+def _plan(src: Source, source: SourceChoice, timeline: bool) -> tuple[Source, tuple[Path, ...], list[tuple[Path, str]]]:
     """The one export of a source to read (text or db), its files, and what is left out."""
     skipped: list[tuple[Path, str]] = []
     text = src.tasks + src.statistic + src.steps + src.timeline
@@ -501,7 +519,9 @@ def _skipped(note: str) -> int:
 _NOTES_SCHEMA: dict[str, pl.DataType] = {"note": pl.String()}
 # What each table's reader returns: canonical tasks (PMU columns may follow), statistic, steps.
 _TABLE_SCHEMAS: dict[str, Schema] = {
-    "tasks": including(empty_tasks().schema), "statistic": STAT_SCHEMA, "steps": STEP_SCHEMA,
+    "tasks": including(empty_tasks().schema),
+    "statistic": STAT_SCHEMA,
+    "steps": STEP_SCHEMA,
 }
 
 
@@ -521,13 +541,21 @@ def _cached_table(
     beside it, so a cached reopen says the same and `strict` refuses the same files."""
     policy = RowPolicy(strict=strict)
     frame = cache.load_or_build(
-        kind, paths, partial(read, policy), card, columns=columns, schema=schema or _TABLE_SCHEMAS.get(kind),
+        kind,
+        paths,
+        partial(read, policy),
+        card,
+        columns=columns,
+        schema=schema or _TABLE_SCHEMAS.get(kind),
         write_now=write_now,
     )
     if cache.enabled:
         built = list(policy.notes)
         kept = cache.load_or_build(
-            kind + "_notes", paths, lambda: pl.DataFrame({"note": built}, schema=_NOTES_SCHEMA), card,
+            kind + "_notes",
+            paths,
+            lambda: pl.DataFrame({"note": built}, schema=_NOTES_SCHEMA),
+            card,
             schema=_NOTES_SCHEMA,
         )
         found = [n for n in kept["note"].to_list() if n]
@@ -581,7 +609,8 @@ def _read_db_cached(
         return memo["x"]
 
     notes = cache.load_or_build(
-        "db_notes", keyed,
+        "db_notes",
+        keyed,
         lambda: pl.DataFrame({"note": list(export().notes)}, schema=_NOTES_SCHEMA),
         src.card,
         schema=_NOTES_SCHEMA,
@@ -591,13 +620,18 @@ def _read_db_cached(
         raise ProfileError(f"{db_path}: {refused}; leave out --strict to read it anyway")
 
     tasks = cache.load_or_build(
-        "db_tasks", keyed, lambda: export().tasks, src.card, columns=columns,
+        "db_tasks",
+        keyed,
+        lambda: export().tasks,
+        src.card,
+        columns=columns,
         schema=task_schema or including(empty_tasks().schema),
     )
     events = None
     if timeline:
         events = cache.load_or_build(
-            "db_events", keyed,
+            "db_events",
+            keyed,
             lambda: _or_empty(export().events, EVENT_SCHEMA),
             src.card,
             schema=EVENT_SCHEMA,
@@ -607,7 +641,8 @@ def _read_db_cached(
         if events.height == 0:
             events = None
     steps = cache.load_or_build(
-        "db_steps", keyed,
+        "db_steps",
+        keyed,
         lambda: _or_empty(export().steps, STEP_SCHEMA),
         src.card,
         schema=STEP_SCHEMA,
@@ -630,13 +665,23 @@ def _concat(frames: list[pl.DataFrame]) -> pl.DataFrame:
 
 
 def _read_tasks(
-    src: Source, rows: RowPolicy, hook: BytesHook | None = None, piece_bytes: int = PIECE_BYTES,
+    src: Source,
+    rows: RowPolicy,
+    hook: BytesHook | None = None,
+    piece_bytes: int = PIECE_BYTES,
     keep_extra: Callable[[list[str]], list[str]] | None = None,
     skip: Sequence[str] = (),
 ) -> pl.DataFrame:
     df, pmu = read_table(
-        src.tasks, TASK_COLUMNS, what="op_summary / kernel_details", extra_as_float=True, rows=rows,
-        hook=hook, piece_bytes=piece_bytes, keep_extra=keep_extra, skip=skip,
+        src.tasks,
+        TASK_COLUMNS,
+        what="op_summary / kernel_details",
+        extra_as_float=True,
+        rows=rows,
+        hook=hook,
+        piece_bytes=piece_bytes,
+        keep_extra=keep_extra,
+        skip=skip,
     )
     return canonical_tasks(df, card=src.card, pmu=pmu)
 
@@ -645,7 +690,12 @@ def _read_steps(
     src: Source, rows: RowPolicy, hook: BytesHook | None = None, piece_bytes: int = PIECE_BYTES
 ) -> pl.DataFrame:
     df, _ = read_table(
-        src.steps, STEP_COLUMNS, what="step_trace", extra_as_float=False, rows=rows, hook=hook,
+        src.steps,
+        STEP_COLUMNS,
+        what="step_trace",
+        extra_as_float=False,
+        rows=rows,
+        hook=hook,
         piece_bytes=piece_bytes,
     )
     if "card" not in df.columns or df["card"].null_count() == df.height:
@@ -657,7 +707,12 @@ def _read_statistic(
     src: Source, rows: RowPolicy, hook: BytesHook | None = None, piece_bytes: int = PIECE_BYTES
 ) -> pl.DataFrame:
     df, _ = read_table(
-        src.statistic, STAT_COLUMNS, what="op_statistic", extra_as_float=False, rows=rows, hook=hook,
+        src.statistic,
+        STAT_COLUMNS,
+        what="op_statistic",
+        extra_as_float=False,
+        rows=rows,
+        hook=hook,
         piece_bytes=piece_bytes,
     )
     return canonical_statistic(df, card=src.card)

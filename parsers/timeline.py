@@ -94,12 +94,9 @@ def load_json(path: Path) -> object:
         where = f" at byte {pos} of {len(data)} (line {exc.lineno})" if pos is not None else ""
         if pos is not None and pos >= len(data.rstrip()) - 1:
             raise ProfileError(
-                f"{path}: the JSON ends too early{where}; the file was truncated, export or "
-                "copy it again"
+                f"{path}: the JSON ends too early{where}; the file was truncated, export or copy it again"
             ) from None
-        raise ProfileError(
-            f"{path}: invalid JSON{where}: {exc.msg}; export or copy the file again"
-        ) from None
+        raise ProfileError(f"{path}: invalid JSON{where}: {exc.msg}; export or copy the file again") from None
 
 
 def _events_of(path: Path, data: object) -> list[Any]:
@@ -208,7 +205,10 @@ def _split(raw: pl.DataFrame, keep: Collection[str] | None = None) -> tuple[Meta
     runs in the parse threads, `_add_meta` in the reader's, piece after piece); only the
     columns in `keep` (and what resolving reads) when it is given."""
     m = raw.filter(pl.col("ph") == "M").select(
-        "name", "pid", "tid", pl.col("args").struct.field("name").alias("value"),
+        "name",
+        "pid",
+        "tid",
+        pl.col("args").struct.field("name").alias("value"),
         pl.col("args").struct.field("labels").alias("labels"),
     )
     ev = raw.filter(pl.col("ph").is_not_null() & (pl.col("ph") != "M"))
@@ -488,7 +488,10 @@ def _resolve(
         resolved = _host_threads_to_cards(resolved)
     df = pl.concat(resolved, how="vertical", rechunk=False) if len(resolved) > 1 else resolved[0]
     return df.select(
-        [pl.col(c).cast(t) if keep is None or c in keep else pl.lit(None, dtype=t).alias(c) for c, t in EVENT_SCHEMA.items()]
+        [
+            pl.col(c).cast(t) if keep is None or c in keep else pl.lit(None, dtype=t).alias(c)
+            for c, t in EVENT_SCHEMA.items()
+        ]
     )
 
 

@@ -49,12 +49,10 @@ def device_tasks(events: pl.DataFrame) -> pl.DataFrame:
     device's own communication tasks.
     """
     x = events.filter((pl.col("ph") == "X") & pl.col("ts_ns").is_not_null())
-    dev = x.filter(
-        (pl.col("process") == DEVICE_PROCESS) & pl.col("task_type").is_not_null()
-    ).with_columns(device_kind(pl.col("name"), pl.col("task_type")).alias("_kind"))
-    comm_ops = x.filter(
-        pl.col("process").is_in(COMMUNICATION_PROCESSES) & pl.col("name").str.starts_with("hcom_")
+    dev = x.filter((pl.col("process") == DEVICE_PROCESS) & pl.col("task_type").is_not_null()).with_columns(
+        device_kind(pl.col("name"), pl.col("task_type")).alias("_kind")
     )
+    comm_ops = x.filter(pl.col("process").is_in(COMMUNICATION_PROCESSES) & pl.col("name").str.starts_with("hcom_"))
     kernels = dev.filter(pl.col("_kind") == "compute")
     if comm_ops.height == 0:
         comm_ops = dev.filter(pl.col("_kind") == "communication")
@@ -85,10 +83,7 @@ def paddle_tasks(events: pl.DataFrame) -> pl.DataFrame:
         pl.col("card"),
         name.alias("op_name"),
         name.str.replace(r" dygraph$", "").alias("op_type"),
-        pl.when(pl.col("cat") == "Operator")
-        .then(pl.lit("CPU"))
-        .otherwise(pl.lit("KERNEL"))
-        .alias("task_type"),
+        pl.when(pl.col("cat") == "Operator").then(pl.lit("CPU")).otherwise(pl.lit("KERNEL")).alias("task_type"),
         pl.col("ts_ns").alias("start_ns"),
         (pl.col("dur_ns") / 1000).alias("duration_us"),
     )

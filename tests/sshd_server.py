@@ -127,8 +127,11 @@ def _free_port() -> int:
 
 
 def _keygen(path: Path) -> str:
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "npuscope-test", "-f", str(path)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "npuscope-test", "-f", str(path)],
+        check=True,
+        capture_output=True,
+    )
     return (path.with_suffix(".pub")).read_text().strip()
 
 
@@ -184,8 +187,9 @@ KexAlgorithms curve25519-sha256,curve25519-sha256@libssh.org
         # the service unit); an empty root-owned folder, nothing else.
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
     log = open(folder / "sshd.log", "wb")
-    proc = subprocess.Popen([str(SSHD), "-D", "-e", "-f", str(folder / "sshd_config")],
-                            stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [str(SSHD), "-D", "-e", "-f", str(folder / "sshd_config")], stdout=log, stderr=subprocess.STDOUT
+    )
     log.close()
     server = SshServer(folder, port, folder / "ssh_config", proc)
     deadline = time.monotonic() + 30

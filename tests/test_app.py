@@ -206,8 +206,12 @@ async def test_help_lists_every_key_the_capture_keys_too(tmp_path):
         await _loaded(pilot)
         rows = all_keys(app.BINDINGS, app.main.BINDINGS)
         assert ("main", "c", "Capture") in rows
-        assert {("capture", "ctrl+s", "Start"), ("capture", "ctrl+r", "Runs"),
-                ("capture", "ctrl+t", "Cancel run"), ("capture", "Esc q", "Close")} <= set(rows)
+        assert {
+            ("capture", "ctrl+s", "Start"),
+            ("capture", "ctrl+r", "Runs"),
+            ("capture", "ctrl+t", "Cancel run"),
+            ("capture", "Esc q", "Close"),
+        } <= set(rows)
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
         from rich.console import Console
@@ -215,8 +219,16 @@ async def test_help_lists_every_key_the_capture_keys_too(tmp_path):
         console = Console(width=160, record=True, file=open("/dev/null", "w"))
         console.print(app.screen.keys_table)
         text = console.export_text() + " ".join(str(w.render()) for w in app.screen.query("Static"))
-        for words in ("Sort dur", "Filter", "Export", "Copy op report", "Detail of the highlighted finding", "Zoom in",
-                      "Tab", "cause:"):
+        for words in (
+            "Sort dur",
+            "Filter",
+            "Export",
+            "Copy op report",
+            "Detail of the highlighted finding",
+            "Zoom in",
+            "Tab",
+            "cause:",
+        ):
             assert words in text, words
         await pilot.press("escape")
         assert isinstance(app.screen, MainScreen)

@@ -300,13 +300,17 @@ CASES = [
         (r"Total Time\(us\)", r"\blots\b"),
         damage=_non_numeric_statistic,
     ),
-    Case("truncated_json", (r"\bbyte \d+", r"\bline 10\b", r"truncat|ends too early"), damage=_truncated_json, timeline=True),
+    Case(
+        "truncated_json",
+        (r"\bbyte \d+", r"\bline 10\b", r"truncat|ends too early"),
+        damage=_truncated_json,
+        timeline=True,
+    ),
     Case("empty_json", (r"\bempty\b",), damage=_empty_json, timeline=True),
     Case("json_not_a_trace", (r"not a Chrome-trace",), damage=_json_not_trace, timeline=True),
     Case(
         "folder_without_profile_data",
-        (r"no profile data", r"PROF_\*", r"mindstudio_profiler_output", r"op_summary", r"msprof",
-         r"paddle_trace"),
+        (r"no profile data", r"PROF_\*", r"mindstudio_profiler_output", r"op_summary", r"msprof", r"paddle_trace"),
         folder=_no_data,
     ),
     Case("nonexistent_path", (r"no such file",), folder=_nonexistent),
@@ -315,8 +319,7 @@ CASES = [
 ]
 # Cases where the brief asks for specific content instead of an instruction: columns
 # expected/found, what was looked for and where, what a trace must look like.
-NO_HINT_NEEDED = {"unknown_columns", "missing_duration_column", "json_not_a_trace",
-                  "folder_without_profile_data"}
+NO_HINT_NEEDED = {"unknown_columns", "missing_duration_column", "json_not_a_trace", "folder_without_profile_data"}
 
 
 def _params(with_variant: bool):
@@ -448,8 +451,9 @@ def test_hint_pattern_is_not_vacuous():
 
 def test_missing_column_message_lists_only_the_missing_one(tmp_path, samples, cache_dir):
     _, data = _missing_duration(samples)
-    err = open_written(tmp_path / OP_SUMMARY, data, cache_dir,
-                       match=r"missing column\(s\) Task Duration\(us\) or Duration\(us\);")
+    err = open_written(
+        tmp_path / OP_SUMMARY, data, cache_dir, match=r"missing column\(s\) Task Duration\(us\) or Duration\(us\);"
+    )
     missing_part = str(err).split("; found")[0]
     for present in ("Op Name", "OP Type", "Task Type", "Task Start Time(us)"):
         assert present not in missing_part
@@ -477,6 +481,7 @@ def test_json_array_of_non_events_is_not_a_trace(tmp_path, samples, cache_dir):
 
 
 # --------------------------------------------------------------------------- permissions
+
 
 def _lock_op_summary(prof: Path) -> tuple[Path, Path, Path]:
     f = prof / MSOUT / OP_SUMMARY

@@ -46,18 +46,71 @@ for step in range(10):
 """
 
 RUNS = {
-    "window": ["--device", "cpu", "--start-step", "100", "--steps", "1", "--", str(TINY), "--steps", "120", "--batch-size", "8"],
-    "keep": ["--device", "cpu", "--start-step", "100", "--steps", "2", "--keep-running", "--jit-compile", "off",
-             "--", str(TINY), "--steps", "120", "--batch-size", "8"],
+    "window": [
+        "--device",
+        "cpu",
+        "--start-step",
+        "100",
+        "--steps",
+        "1",
+        "--",
+        str(TINY),
+        "--steps",
+        "120",
+        "--batch-size",
+        "8",
+    ],
+    "keep": [
+        "--device",
+        "cpu",
+        "--start-step",
+        "100",
+        "--steps",
+        "2",
+        "--keep-running",
+        "--jit-compile",
+        "off",
+        "--",
+        str(TINY),
+        "--steps",
+        "120",
+        "--batch-size",
+        "8",
+    ],
     "short_epoch": ["--device", "cpu", "--start-step", "500", "--steps", "1", "--", str(TINY), "--steps", "120"],
     "too_late": ["--device", "cpu", "--start-step", "500", "--", str(TINY), "--steps", "120", "--batch-size", "8"],
     "npu": ["--device", "npu", "--start-step", "100", "--", str(TINY), "--steps", "120"],
     "failing": ["--device", "cpu", "--start-step", "100", "--", "FAILING"],
     # `python -m paddle.distributed.launch`: every worker profiles itself into OUT/rank_N
-    "launch": ["--device", "cpu", "--start-step", "100", "--", "-m", "paddle.distributed.launch",
-               "--nproc_per_node", "2", str(TINY), "--steps", "120", "--batch-size", "8"],
-    "module": ["--device", "cpu", "--start-step", "100", "--", "-m", "tiny_module", "--steps", "120",
-               "--batch-size", "8"],
+    "launch": [
+        "--device",
+        "cpu",
+        "--start-step",
+        "100",
+        "--",
+        "-m",
+        "paddle.distributed.launch",
+        "--nproc_per_node",
+        "2",
+        str(TINY),
+        "--steps",
+        "120",
+        "--batch-size",
+        "8",
+    ],
+    "module": [
+        "--device",
+        "cpu",
+        "--start-step",
+        "100",
+        "--",
+        "-m",
+        "tiny_module",
+        "--steps",
+        "120",
+        "--batch-size",
+        "8",
+    ],
 }
 
 
@@ -67,7 +120,7 @@ class Run:
         self.code = proc.returncode
         self.stdout = proc.stdout
         self.stderr = proc.stderr
-        self.events = [json.loads(ln[len(PREFIX):]) for ln in proc.stdout.splitlines() if ln.startswith(PREFIX)]
+        self.events = [json.loads(ln[len(PREFIX) :]) for ln in proc.stdout.splitlines() if ln.startswith(PREFIX)]
         manifest = out / "npuscope_capture.json"
         self.manifest = json.loads(manifest.read_text()) if manifest.exists() else None
 

@@ -342,15 +342,20 @@ def test_disabled_cache_builds_even_over_a_poisoned_entry(golden, cache_dir):
     decoy = prof.tasks.with_columns(pl.lit(-1.0).alias("duration_us"))
     decoy.write_parquet(entry, metadata={_KEY: key})  # right key, wrong values
     assert open_profile(golden, cache=FrameCache(cache_dir)).tasks["duration_us"][0] == -1.0  # trusted
-    assert open_profile(golden, cache=FrameCache(cache_dir, enabled=False)).tasks[
-        "duration_us"
-    ].to_list() == GOLDEN_DURATIONS
+    assert (
+        open_profile(golden, cache=FrameCache(cache_dir, enabled=False)).tasks["duration_us"].to_list()
+        == GOLDEN_DURATIONS
+    )
 
 
 def _cli(args, cache: Path, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "npuscope", "inspect", *map(str, args)],
-        capture_output=True, text=True, cwd=cwd, env=cli_env(cache), timeout=120,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=cli_env(cache),
+        timeout=120,
     )
 
 
@@ -439,6 +444,7 @@ def test_read_only_profile_folder_opens_with_cache(golden, cache_dir):
 # that obeys them: `nobody` when it can start this interpreter, else root without the
 # CAP_DAC_OVERRIDE / CAP_DAC_READ_SEARCH capabilities (the interpreter may live under 0700
 # /root); a non-root user runs them in-process. The harness is tests/unpriv.py.
+
 
 def _child_uid(mode: str) -> int:
     """The uid the unprivileged process runs as (nocaps: root without DAC capabilities)."""

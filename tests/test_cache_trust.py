@@ -35,8 +35,12 @@ GOLDEN_DURATIONS = [151.0, 15.0, 0.0]
 ENTRY_NAME = re.compile(r"[0-9a-f]{32}\.parquet")
 # Entries are told apart by a column only their kind has.
 KIND_COLUMN = {
-    "tasks": "start_ns", "events": "ts_ns", "statistic": "ratio_pct", "steps": "iteration_id",
-    "wait_causes": "wait_cause", "findings": "findings",
+    "tasks": "start_ns",
+    "events": "ts_ns",
+    "statistic": "ratio_pct",
+    "steps": "iteration_id",
+    "wait_causes": "wait_cause",
+    "findings": "findings",
 }
 
 as_root = pytest.mark.skipif(
@@ -108,6 +112,7 @@ def write_file(path: Path, data: bytes, mode: int = 0o644) -> Callable[[], None]
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
         os.write(fd, data)
         os.close(fd)
+
     return action
 
 
@@ -339,9 +344,7 @@ def test_tasks_entry_may_hold_more_columns(golden, cache_dir, tmp_path):
     """PMU counters follow the canonical tasks columns: extra columns are no mismatch."""
     n = count_entries(golden, tmp_path)
     _, entry, key = warm(golden, cache_dir)
-    pl.read_parquet(entry).with_columns(pl.lit(2.0).alias("surplus_counter")).write_parquet(
-        entry, metadata={_KEY: key}
-    )
+    pl.read_parquet(entry).with_columns(pl.lit(2.0).alias("surplus_counter")).write_parquet(entry, metadata={_KEY: key})
     cache = FrameCache(cache_dir)
     prof = open_profile(golden, cache=cache)
     assert (cache.hits, cache.misses) == (n, 0)

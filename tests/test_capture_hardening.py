@@ -39,9 +39,16 @@ CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # what a terminal must n
 TIMEOUT = 120
 
 
-def make_run(root: Path, run_id: str = RUN, *, log: str = "", exit: str | None = "0", pid: str | None = "999999999",
-             record: str | None = '{"spec": {"command": ["python", "t.py"], "start_step": 5, "steps": 1}}\n',
-             files: dict | None = None) -> Path:
+def make_run(
+    root: Path,
+    run_id: str = RUN,
+    *,
+    log: str = "",
+    exit: str | None = "0",
+    pid: str | None = "999999999",
+    record: str | None = '{"spec": {"command": ["python", "t.py"], "start_step": 5, "steps": 1}}\n',
+    files: dict | None = None,
+) -> Path:
     """A run folder as run.sh leaves it. The default pid names no process (pid_max is below it)."""
     run = root / "runs" / run_id
     run.mkdir(parents=True)
@@ -67,8 +74,24 @@ def host_run(root: Path, run_id: str = RUN, events: list | None = None) -> HostR
 
 
 def cli(root: Path, out: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "npuscope", "capture", "--host", "local", "--remote-cache", str(root),
-                           "--out", str(out), *args], capture_output=True, text=True, timeout=TIMEOUT)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "npuscope",
+            "capture",
+            "--host",
+            "local",
+            "--remote-cache",
+            str(root),
+            "--out",
+            str(out),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
 
 
 def no_traceback(res: subprocess.CompletedProcess) -> None:
@@ -78,11 +101,25 @@ def no_traceback(res: subprocess.CompletedProcess) -> None:
 # --- 1. progress lines are untrusted --------------------------------------------------------------
 
 MALFORMED = [
-    '{"event":"step","step":"oops"}', "[1]", '{"event":"step","step":1e400}', '{"event":"window_moved","start":null}',
-    '{"event":"step","step":NaN}', '{"event":"step","step":-5}', '{"event":"step","step":' + "9" * 5000 + "}",
-    '{"event":"step","step":' + "9" * 400 + "}", '{"event":"step","step":true}', '{"event":"step"}', '"text"', "null",
-    '{"event":"error","message":{"a":1}}', '{"event":"window_moved","start":"x","reason":5}', "[" * 100000,
-    '{"event":["step"]}', '{"event":"phase","phase":["export"]}', "{", "",
+    '{"event":"step","step":"oops"}',
+    "[1]",
+    '{"event":"step","step":1e400}',
+    '{"event":"window_moved","start":null}',
+    '{"event":"step","step":NaN}',
+    '{"event":"step","step":-5}',
+    '{"event":"step","step":' + "9" * 5000 + "}",
+    '{"event":"step","step":' + "9" * 400 + "}",
+    '{"event":"step","step":true}',
+    '{"event":"step"}',
+    '"text"',
+    "null",
+    '{"event":"error","message":{"a":1}}',
+    '{"event":"window_moved","start":"x","reason":5}',
+    "[" * 100000,
+    '{"event":["step"]}',
+    '{"event":"phase","phase":["export"]}',
+    "{",
+    "",
 ]
 
 
@@ -114,9 +151,11 @@ def test_the_job_cannot_forge_the_end_of_its_log(tmp_path):
     assert "no run" not in str(info.value) and "cannot be profiled" in str(info.value)
 
 
-JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
-                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
-                    max_leaves=8)
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=8,
+)
 KINDS = st.sampled_from(["step", "window_moved", "capture_start", "capture_stop", "phase", "error", "other"])
 FIELDS = st.dictionaries(st.sampled_from(["step", "start", "reason", "message", "phase"]), JSON, max_size=4)
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -143,6 +182,7 @@ def test_any_progress_event_never_raises(tmp_path, kind, fields):
 
 # --- 2. cancel signals only the run's own process group -------------------------------------------
 
+
 @pytest.fixture
 def stranger():
     """An unrelated process group, as a reused pid would name."""
@@ -166,8 +206,12 @@ def test_cancel_never_signals_a_reused_pid(tmp_path, stranger, exit):
 
 def _unshare_works() -> bool:
     try:
-        return subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"], capture_output=True,
-                              timeout=30).returncode == 0
+        return (
+            subprocess.run(
+                ["unshare", "--pid", "--fork", "--mount-proc", "true"], capture_output=True, timeout=30
+            ).returncode
+            == 0
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
 
@@ -181,10 +225,17 @@ def test_cancel_refuses_a_pid_file_that_names_no_process_group(tmp_path, pid):
     run = make_run(tmp_path, pid=pid, exit=None)
     script = tmp_path / "cancel.sh"
     script.write_text(cancel_script(str(run)))
-    inner = (f"sleep 30 & b=$!; sh {shlex.quote(str(script))}; "
-             "if kill -0 $b 2>/dev/null; then echo BYSTANDER_ALIVE; kill $b; fi")
-    res = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "sh", "-c", inner], capture_output=True,
-                         text=True, timeout=60, start_new_session=True)
+    inner = (
+        f"sleep 30 & b=$!; sh {shlex.quote(str(script))}; "
+        "if kill -0 $b 2>/dev/null; then echo BYSTANDER_ALIVE; kill $b; fi"
+    )
+    res = subprocess.run(
+        ["unshare", "--pid", "--fork", "--mount-proc", "sh", "-c", inner],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        start_new_session=True,
+    )
     assert "BYSTANDER_ALIVE" in res.stdout and "NPUSCOPE_CANCELLED" not in res.stdout, res.stdout
     assert not (run / "cancelled").exists()
 
@@ -253,10 +304,24 @@ def _group_alive(pgid: int) -> bool:
 
 # --- 3. run records are untrusted -------------------------------------------------------------------
 
-BAD_RECORDS = ["[]", "1", '"text"', "null", '{"spec": 1}', '{"spec": {"command": 1}}', '{"spec": {"command": [1, 2]}}',
-               '{"spec": {"command": null}}', '{"spec": {"start_step": "abc"}}', '{"spec": {"steps": 1e400}}',
-               "not json", "[" * 50000, '{"spec": {"device": ["npu"]}}', '{"spec": {"keep_running": "yes"}}', "",
-               '{"spec": {"start_step": ' + "9" * 5000 + "}}"]
+BAD_RECORDS = [
+    "[]",
+    "1",
+    '"text"',
+    "null",
+    '{"spec": 1}',
+    '{"spec": {"command": 1}}',
+    '{"spec": {"command": [1, 2]}}',
+    '{"spec": {"command": null}}',
+    '{"spec": {"start_step": "abc"}}',
+    '{"spec": {"steps": 1e400}}',
+    "not json",
+    "[" * 50000,
+    '{"spec": {"device": ["npu"]}}',
+    '{"spec": {"keep_running": "yes"}}',
+    "",
+    '{"spec": {"start_step": ' + "9" * 5000 + "}}",
+]
 
 
 def test_list_shows_bad_records_as_bad(tmp_path):
@@ -278,8 +343,12 @@ def test_list_shows_bad_records_as_bad(tmp_path):
 
 
 def test_attach_with_a_bad_record_still_follows_and_fetches(tmp_path):
-    make_run(tmp_path / "root", record='{"spec": {"start_step": "abc"}}',
-             log='NPUSCOPE {"event": "step", "step": 3}\n', files={"out/t.paddle_trace.json": "{}"})
+    make_run(
+        tmp_path / "root",
+        record='{"spec": {"start_step": "abc"}}',
+        log='NPUSCOPE {"event": "step", "step": 3}\n',
+        files={"out/t.paddle_trace.json": "{}"},
+    )
     res = cli(tmp_path / "root", tmp_path / "out", "--attach", RUN)
     no_traceback(res)
     assert res.returncode == 0, res.stderr
@@ -294,8 +363,11 @@ def test_any_listing_text_never_raises(text):
 
 
 @FAST
-@given(spec=st.dictionaries(st.sampled_from(["command", "start_step", "steps", "device", "keep_running"]), JSON),
-       other=JSON, created=JSON)
+@given(
+    spec=st.dictionaries(st.sampled_from(["command", "start_step", "steps", "device", "keep_running"]), JSON),
+    other=JSON,
+    created=JSON,
+)
 def test_any_run_record_never_raises(spec, other, created):
     for data in ({"spec": spec, "created": created}, other, {"spec": other}):
         record = parse_record(json.dumps(data))
@@ -315,6 +387,7 @@ def test_any_run_record_text_never_raises(text):
 
 
 # --- 4. one folder per host, inside the capture --------------------------------------------------
+
 
 def test_host_folders_are_distinct_and_inside(tmp_path):
     hosts = ["h:1", "h_1", "..", ".", "h%3A1", "H_1", "user@h", "[::1]", ".hidden", "a/b", "-x"]
@@ -344,9 +417,30 @@ def test_hosts_that_look_alike_or_climb_get_folders_of_their_own(sshd, tmp_path)
     fake.write_text(FAKE_TRACE_PYTHON)
     fake.chmod(0o755)
     out = tmp_path / "out"
-    res = subprocess.run([sys.executable, "-m", "npuscope", "capture", "--hosts", ",".join(aliases), "--ssh-config",
-                          str(config), "--remote-cache", str(tmp_path / "remote"), "--out", str(out), "--device", "cpu",
-                          "--", str(fake), "train.py"], capture_output=True, text=True, timeout=TIMEOUT)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "npuscope",
+            "capture",
+            "--hosts",
+            ",".join(aliases),
+            "--ssh-config",
+            str(config),
+            "--remote-cache",
+            str(tmp_path / "remote"),
+            "--out",
+            str(out),
+            "--device",
+            "cpu",
+            "--",
+            str(fake),
+            "train.py",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
     assert res.returncode == 0, res.stderr
     folder = Path(res.stdout.strip().splitlines()[-1])
     assert [p.name for p in out.iterdir()] == [folder.name]
@@ -357,6 +451,7 @@ def test_hosts_that_look_alike_or_climb_get_folders_of_their_own(sshd, tmp_path)
 
 
 # --- 5. newlines in paths and file names --------------------------------------------------------
+
 
 @pytest.mark.parametrize("field", ["workdir", "remote_root"])
 @pytest.mark.parametrize("value", ["work\nelsewhere", "work\t1", "work\x1b[2J", "work\n"])
@@ -373,8 +468,9 @@ def test_a_login_folder_with_a_newline_is_refused_before_launching(tmp_path, mon
     (tmp_path / "home").mkdir()
     monkeypatch.setenv("HOME", str(home))
     root = tmp_path / "root"
-    run = HostRun(CaptureSpec(host="local", command=("true", "t.py"), device="cpu", remote_root=str(root)), RUN,
-                  lambda e: None)
+    run = HostRun(
+        CaptureSpec(host="local", command=("true", "t.py"), device="cpu", remote_root=str(root)), RUN, lambda e: None
+    )
     with pytest.raises(CaptureError) as info:
         asyncio.run(run.launch())
     assert info.value.code == 2 and "control character" in str(info.value)
@@ -382,24 +478,38 @@ def test_a_login_folder_with_a_newline_is_refused_before_launching(tmp_path, mon
 
 
 def test_exported_files_with_newlines_or_odd_bytes_in_their_names_are_fetched(tmp_path):
-    names = ["out/a\nb.paddle_trace.json", b"out/\xff\xfe.paddle_trace.json", "out/c\\nd.paddle_trace.json",
-             "out/ok.paddle_trace.json"]
+    names = [
+        "out/a\nb.paddle_trace.json",
+        b"out/\xff\xfe.paddle_trace.json",
+        "out/c\\nd.paddle_trace.json",
+        "out/ok.paddle_trace.json",
+    ]
     make_run(tmp_path, files={n: "{}" for n in names})
     dest = tmp_path / "dest"
     asyncio.run(host_run(tmp_path).fetch(dest))
     got = sorted(os.fsencode(p.name) for p in dest.iterdir())
-    assert got == sorted([b"a\nb.paddle_trace.json", b"\xff\xfe.paddle_trace.json", b"c\\nd.paddle_trace.json",
-                          b"ok.paddle_trace.json", b"npuscope_capture.log"])
+    assert got == sorted(
+        [
+            b"a\nb.paddle_trace.json",
+            b"\xff\xfe.paddle_trace.json",
+            b"c\\nd.paddle_trace.json",
+            b"ok.paddle_trace.json",
+            b"npuscope_capture.log",
+        ]
+    )
 
 
 # --- 6. full disks and dead fetches ---------------------------------------------------------------
+
 
 @pytest.fixture
 def small_disk(tmp_path):
     """A real 256 KiB tmpfs (needs the right to mount; skipped without it)."""
     disk = tmp_path / "disk"
     disk.mkdir()
-    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(disk)], capture_output=True, text=True)
+    res = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(disk)], capture_output=True, text=True
+    )
     if res.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {res.stderr.strip()}")
     yield disk
@@ -439,8 +549,9 @@ def test_a_full_remote_disk_is_said_not_ended_without_exit_code(tmp_path, small_
     boot.write_text(FAKE_DISK_FILLING_BOOTSTRAP)
     spec = spec_for(root, command=(sys.executable, "train.py"), device="cpu")
     (run / "run.sh").write_text(run_script(spec, str(run), str(boot), str(tmp_path)))
-    job = subprocess.run(["sh", "run.sh"], cwd=run, env={**os.environ, "NPUSCOPE_RUN_ID": RUN}, timeout=60,
-                         start_new_session=True)
+    job = subprocess.run(
+        ["sh", "run.sh"], cwd=run, env={**os.environ, "NPUSCOPE_RUN_ID": RUN}, timeout=60, start_new_session=True
+    )
     assert job.returncode != 0 and (run / "pid").read_text().strip()
     with pytest.raises(CaptureError) as info:
         asyncio.run(host_run(root).follow())
@@ -451,8 +562,9 @@ def test_a_full_disk_at_upload_leaves_no_run_folder(tmp_path, small_disk):
     root = small_disk / "root"
     (root / "runs").mkdir(parents=True)
     fill(small_disk)
-    run = HostRun(CaptureSpec(host="local", command=("true", "t.py"), device="cpu", remote_root=str(root)), RUN,
-                  lambda e: None)
+    run = HostRun(
+        CaptureSpec(host="local", command=("true", "t.py"), device="cpu", remote_root=str(root)), RUN, lambda e: None
+    )
     with pytest.raises(CaptureError) as info:
         asyncio.run(run.launch())
     assert "upload failed" in str(info.value) and "No space left" in str(info.value)
@@ -481,8 +593,9 @@ time.sleep(60)
 
 def test_a_fetch_killed_on_the_way_is_swept_by_the_next(tmp_path):
     out = tmp_path / "out"
-    fetchers = [subprocess.Popen([sys.executable, "-c", FETCHER, str(out)], stdout=subprocess.PIPE, text=True)
-                for _ in range(2)]
+    fetchers = [
+        subprocess.Popen([sys.executable, "-c", FETCHER, str(out)], stdout=subprocess.PIPE, text=True) for _ in range(2)
+    ]
     try:
         dead, live = (Path(f.stdout.readline().strip()) for f in fetchers)
         fetchers[0].send_signal(signal.SIGKILL)
@@ -501,7 +614,9 @@ def test_a_fetch_killed_on_the_way_is_swept_by_the_next(tmp_path):
 
 # --- remote text reaches the terminal without control characters -------------------------------
 
-HOSTILE = "\x1b]0;owned\x07\x1b[2J\x1b[31mred\x1b[0m \x9b31m \x1bPdcs\x1b\\ \x9d52;c;ZXZpbA==\x07 bell\x07 bs\x08 del\x7f"
+HOSTILE = (
+    "\x1b]0;owned\x07\x1b[2J\x1b[31mred\x1b[0m \x9b31m \x1bPdcs\x1b\\ \x9d52;c;ZXZpbA==\x07 bell\x07 bs\x08 del\x7f"
+)
 
 
 def test_printable_strips_sequences_and_escapes_controls():
@@ -524,8 +639,12 @@ def test_printable_never_leaves_a_control_character(text):
 def test_failure_tail_and_list_are_printed_without_control_characters(tmp_path):
     root = tmp_path / "root"
     error = json.dumps({"event": "error", "message": "boom " + HOSTILE})
-    make_run(root, log=f"NPUSCOPE {error}\nlast line {HOSTILE}\n", exit="1",
-             record=json.dumps({"spec": {"command": ["python", "t.py" + HOSTILE]}}) + "\n")
+    make_run(
+        root,
+        log=f"NPUSCOPE {error}\nlast line {HOSTILE}\n",
+        exit="1",
+        record=json.dumps({"spec": {"command": ["python", "t.py" + HOSTILE]}}) + "\n",
+    )
     (root / "runs" / RUN / "phase").write_text("training" + HOSTILE)
     make_run(root, "20261129-150000-ab12\x1b[2J")
     failed = cli(root, tmp_path / "out", "--attach", RUN, "-v")

@@ -37,7 +37,7 @@ def test_hosts_from_the_users_config_local_first(home):
         "  HostName bastion.example.org\n"
         "host trainer-1\n"
         "Match host foo\n  User other\n"
-        "HOST \"quoted-name\"\n"
+        'HOST "quoted-name"\n'
     )
     assert ssh_config_hosts() == ["local", "trainer-1", "trainer-2", "bastion", "quoted-name"]
 
@@ -85,8 +85,10 @@ def test_remember_and_load_per_host(config_dir):
     assert json.loads(path.read_text())["hosts"]["trainer-2"] == {"command": "python other.py"}
 
 
-@pytest.mark.parametrize("content", [b"{not json", b"[1, 2]", b'{"hosts": [1], "last_host": 3}',
-                                     b'{"hosts": {"h": "text"}}', b"\xff\xfe\x00"])
+@pytest.mark.parametrize(
+    "content",
+    [b"{not json", b"[1, 2]", b'{"hosts": [1], "last_host": 3}', b'{"hosts": {"h": "text"}}', b"\xff\xfe\x00"],
+)
 def test_corrupt_file_reads_as_empty_and_is_replaced(config_dir, content):
     config_dir.mkdir()
     (config_dir / "capture.json").write_bytes(content)

@@ -63,8 +63,7 @@ async def _open(pilot, tmp_path, **kw) -> CaptureScreen:
 
 def _fill(screen: CaptureScreen, host: str, tmp_path, **values) -> None:
     screen.query_one("#host").value = host
-    screen.set_form({"device": "cpu", "start_step": "100", "steps": "1", "out": str(tmp_path / "captures"),
-                     **values})
+    screen.set_form({"device": "cpu", "start_step": "100", "steps": "1", "out": str(tmp_path / "captures"), **values})
 
 
 async def _until(pilot, condition, what: str, screen: CaptureScreen | None = None, deadline_s=DEADLINE_S):
@@ -83,12 +82,19 @@ def _status(screen: CaptureScreen) -> str:
 async def _captured(pilot, screen: CaptureScreen) -> Path:
     """Wait for the capture to finish and the explorer to open what it fetched."""
     app = pilot.app
-    await _until(pilot, lambda: screen.outcome is not None or "error" in screen.query_one("#capture-status").classes,
-                 "the capture to end", screen)
+    await _until(
+        pilot,
+        lambda: screen.outcome is not None or "error" in screen.query_one("#capture-status").classes,
+        "the capture to end",
+        screen,
+    )
     assert screen.outcome is not None, _status(screen)
     folder = screen.outcome.folder
-    await _until(pilot, lambda: isinstance(app.screen, MainScreen) and app.main.profile is not None
-                 and app.main.profile.path == folder, "the explorer to open the capture")
+    await _until(
+        pilot,
+        lambda: isinstance(app.screen, MainScreen) and app.main.profile is not None and app.main.profile.path == folder,
+        "the explorer to open the capture",
+    )
     await wait_loaded(pilot)
     return folder
 
@@ -206,11 +212,23 @@ async def test_validation_error_shows_one_line_and_starts_nothing(tmp_path):
 
 
 def test_build_spec_reads_the_form():
-    spec = spec_from_form(" trainer ", {
-        "command": "python3 train.py --config 'a b.yaml'", "workdir": " /data/job ", "device": "gpu",
-        "start_step": " 50 ", "steps": "3", "jit_compile": "off", "env": "A=1 B='x y'", "msprof": "",
-        "stop": False, "out": "",
-    }, ssh_config=None, remote_root="/tmp/r")
+    spec = spec_from_form(
+        " trainer ",
+        {
+            "command": "python3 train.py --config 'a b.yaml'",
+            "workdir": " /data/job ",
+            "device": "gpu",
+            "start_step": " 50 ",
+            "steps": "3",
+            "jit_compile": "off",
+            "env": "A=1 B='x y'",
+            "msprof": "",
+            "stop": False,
+            "out": "",
+        },
+        ssh_config=None,
+        remote_root="/tmp/r",
+    )
     assert spec.host == "trainer" and spec.command == ("python3", "train.py", "--config", "a b.yaml")
     assert spec.workdir == "/data/job" and spec.device == "gpu"
     assert (spec.start_step, spec.steps, spec.jit_compile) == (50, 3, "off")
@@ -227,7 +245,9 @@ def test_build_spec_reads_the_form():
 @pytest.mark.slow
 async def test_failing_command_shows_the_failure_and_the_log_tail(tmp_path):
     script = tmp_path / "failing_train.py"
-    script.write_text('print("loading the data", flush=True)\nraise RuntimeError("boom in training [bold]x[/bold] [cfg]")\n')
+    script.write_text(
+        'print("loading the data", flush=True)\nraise RuntimeError("boom in training [bold]x[/bold] [cfg]")\n'
+    )
     app = _app(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await wait_loaded(pilot)
@@ -243,7 +263,7 @@ async def test_failing_command_shows_the_failure_and_the_log_tail(tmp_path):
         assert "\n" not in status
         assert "error" in screen.query_one("#capture-status").classes
         lines = list(screen.log_widget.lines)
-        tail = lines[lines.index("── last lines of the job's log ──") + 1:]
+        tail = lines[lines.index("── last lines of the job's log ──") + 1 :]
         assert tail and tail[-1] == "RuntimeError: boom in training [bold]x[/bold] [cfg]"
         assert isinstance(app.screen, CaptureScreen) and screen.outcome is None
         assert load_remembered("local") == {}  # only a successful capture is remembered
@@ -251,8 +271,18 @@ async def test_failing_command_shows_the_failure_and_the_log_tail(tmp_path):
 
 
 async def test_host_change_fills_remembered_values(tmp_path):
-    remember("trainer-a", {"command": "python a.py", "workdir": "/data/a", "device": "cpu", "stop": False,
-                           "jit_compile": "off", "steps": 4, "bogus": "ignored"})
+    remember(
+        "trainer-a",
+        {
+            "command": "python a.py",
+            "workdir": "/data/a",
+            "device": "cpu",
+            "stop": False,
+            "jit_compile": "off",
+            "steps": 4,
+            "bogus": "ignored",
+        },
+    )
     app = _app(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await wait_loaded(pilot)
@@ -304,7 +334,9 @@ async def test_leaving_keeps_the_job_runs_reattaches_and_cancels(tmp_path):
             await pilot.press("ctrl+r")
             runs = again.query_one("#runs")
             await _until(pilot, lambda: runs.display and runs.option_count == 1, "the run list", again)
-            assert run_id in str(runs.get_option_at_index(0).prompt) and "running" in str(runs.get_option_at_index(0).prompt)
+            assert run_id in str(runs.get_option_at_index(0).prompt) and "running" in str(
+                runs.get_option_at_index(0).prompt
+            )
             await pilot.press("enter")  # follow it again: its log from the start
             await pilot.pause()
             assert again.running and again.following == ("local", run_id)
@@ -312,8 +344,12 @@ async def test_leaving_keeps_the_job_runs_reattaches_and_cancels(tmp_path):
             await _until(pilot, lambda: "warming up slowly" in log.lines, "the log of the reattached run", again)
 
             await pilot.press("ctrl+t")
-            await _until(pilot, lambda: not again.running and not [w for w in again.workers if w.is_running],
-                         "the run to be cancelled", again)
+            await _until(
+                pilot,
+                lambda: not again.running and not [w for w in again.workers if w.is_running],
+                "the run to be cancelled",
+                again,
+            )
             assert "cancelled" in _status(again)
             assert any(f"run {run_id} cancelled" in line for line in log.lines)
             (info,) = await session.list_runs(spec)

@@ -84,8 +84,20 @@ def remote(tmp_path):
 
 def cli_argv(sshd, remote: Path, out: Path, *args: str, host: str | None = HOST) -> list[str]:
     where = ["--host", host] if host else []
-    return [sys.executable, "-m", "npuscope", "capture", *where, "--ssh-config", str(sshd.config),
-            "--remote-cache", str(remote), "--out", str(out), *args]
+    return [
+        sys.executable,
+        "-m",
+        "npuscope",
+        "capture",
+        *where,
+        "--ssh-config",
+        str(sshd.config),
+        "--remote-cache",
+        str(remote),
+        "--out",
+        str(out),
+        *args,
+    ]
 
 
 def cli(sshd, remote: Path, out: Path, *args: str, host: str = HOST, timeout: int = TIMEOUT):
@@ -138,6 +150,7 @@ def group_alive(pgid: int) -> bool:
 
 
 # --- a real Paddle CPU capture over SSH ---------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def window_capture(sshd, tmp_path_factory):
@@ -214,6 +227,7 @@ def test_cancel_stops_the_remote_process_group(sshd, remote, tmp_path):
 
 # --- errors: one line, the log tail, nothing left behind -----------------------------------------
 
+
 def test_unknown_host_key_is_refused(sshd, remote, tmp_path):
     out = tmp_path / "captures"
     out.mkdir()
@@ -233,8 +247,19 @@ def test_accept_new_host_key_records_it_then_checks_it(sshd, remote, tmp_path):
     config.write_text(text)
     out = tmp_path / "captures"
     out.mkdir()
-    base = [sys.executable, "-m", "npuscope", "capture", "--host", UNKNOWN, "--ssh-config", str(config),
-            "--remote-cache", str(remote), "--list"]
+    base = [
+        sys.executable,
+        "-m",
+        "npuscope",
+        "capture",
+        "--host",
+        UNKNOWN,
+        "--ssh-config",
+        str(config),
+        "--remote-cache",
+        str(remote),
+        "--list",
+    ]
     refused = subprocess.run(base, capture_output=True, text=True, timeout=TIMEOUT)
     assert refused.returncode == 1 and "host key refused" in refused.stderr
     accepted = subprocess.run([*base, "--accept-new-host-key"], capture_output=True, text=True, timeout=TIMEOUT)
@@ -244,7 +269,9 @@ def test_accept_new_host_key_records_it_then_checks_it(sshd, remote, tmp_path):
     other = subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "k")], check=True)
     assert other.returncode == 0
     host, _ = known.read_text().split(" ", 1)
-    known.write_text(f"{host} {(tmp_path / 'k.pub').read_text().split()[0]} {(tmp_path / 'k.pub').read_text().split()[1]}\n")
+    known.write_text(
+        f"{host} {(tmp_path / 'k.pub').read_text().split()[0]} {(tmp_path / 'k.pub').read_text().split()[1]}\n"
+    )
     changed = subprocess.run([*base, "--accept-new-host-key"], capture_output=True, text=True, timeout=TIMEOUT)
     assert changed.returncode == 1 and "host key refused" in changed.stderr and "CHANGED" in changed.stderr
 
@@ -271,10 +298,13 @@ def test_failing_training_shows_reason_and_log_tail(sshd, remote, tmp_path):
     assert not out.exists() or list(out.iterdir()) == []
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--device", "cpu", "--", "no-such-python3", "train.py"], "command not found: no-such-python3"),
-    (["--device", "npu", *tiny()], "no NPU custom device"),  # a real Paddle without the NPU plugin
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--device", "cpu", "--", "no-such-python3", "train.py"], "command not found: no-such-python3"),
+        (["--device", "npu", *tiny()], "no NPU custom device"),  # a real Paddle without the NPU plugin
+    ],
+)
 def test_job_that_cannot_run_says_why(sshd, remote, tmp_path, args, message):
     out = tmp_path / "captures"
     out.mkdir()
@@ -289,11 +319,23 @@ def test_user_text_reaches_the_job_verbatim(sshd, remote, tmp_path):
     work = tmp_path / "work dir 'x' $(touch PWNED)"
     work.mkdir()
     (work / "echo env.py").write_text(ENV_ECHO)
-    value = "a b'c \"d\" $(touch PWNED) `touch PWNED` ; touch PWNED"
+    value = 'a b\'c "d" $(touch PWNED) `touch PWNED` ; touch PWNED'
     out = tmp_path / "captures"
     out.mkdir()
-    res = cli(sshd, remote, out, "--device", "cpu", "--workdir", str(work), "--env", f"NPUSCOPE_T={value}",
-              "--", sys.executable, "echo env.py")
+    res = cli(
+        sshd,
+        remote,
+        out,
+        "--device",
+        "cpu",
+        "--workdir",
+        str(work),
+        "--env",
+        f"NPUSCOPE_T={value}",
+        "--",
+        sys.executable,
+        "echo env.py",
+    )
     assert res.returncode == 1  # the script exits 5 on purpose
     assert "ENV=" + json.dumps(value) in res.stderr
     assert "CWD=" + json.dumps(str(work)) in res.stderr
@@ -301,6 +343,7 @@ def test_user_text_reaches_the_job_verbatim(sshd, remote, tmp_path):
 
 
 # --- npu export and fetch: fake NPU process and fake msprof (neither can exist here) -------------
+
 
 @pytest.fixture
 def fakes(tmp_path):
@@ -336,8 +379,18 @@ def test_msprof_missing_and_no_prof_folder(sshd, remote, tmp_path, fakes):
     py, msprof = fakes
     out = tmp_path / "captures"
     out.mkdir()
-    missing = cli(sshd, remote, out, "--device", "npu", "--msprof", str(tmp_path / "nowhere" / "msprof"),
-                  "--", str(py), "train.py")
+    missing = cli(
+        sshd,
+        remote,
+        out,
+        "--device",
+        "npu",
+        "--msprof",
+        str(tmp_path / "nowhere" / "msprof"),
+        "--",
+        str(py),
+        "train.py",
+    )
     assert missing.returncode == 1 and "msprof not found" in missing.stderr
     none = cli(sshd, remote, out, "--device", "npu", "--msprof", str(msprof), "--", str(py), "no-prof")
     assert none.returncode == 1 and "no PROF folder produced" in none.stderr
@@ -347,8 +400,14 @@ def test_msprof_missing_and_no_prof_folder(sshd, remote, tmp_path, fakes):
 def test_bad_arguments_exit_2_without_connecting(sshd, remote, tmp_path):
     out = tmp_path / "captures"
     out.mkdir()
-    for args in (["--env", "1BAD=x", *tiny()], ["--steps", "0", *tiny()], [], ["--", sys.executable],
-                 ["--out", "/proc/npuscope-nope/captures", *tiny()], ["--attach", "../.."]):
+    for args in (
+        ["--env", "1BAD=x", *tiny()],
+        ["--steps", "0", *tiny()],
+        [],
+        ["--", sys.executable],
+        ["--out", "/proc/npuscope-nope/captures", *tiny()],
+        ["--attach", "../.."],
+    ):
         res = cli(sshd, remote, out, *args)
         assert res.returncode == 2, (args, res.stderr)
         assert res.stderr.strip() and "Traceback" not in res.stderr
@@ -366,10 +425,26 @@ def test_two_hosts_with_distributed_launch_capture_every_rank(sshd, remote, tmp_
     workdir = tmp_path / "work"  # the launcher writes its log/ folder here
     workdir.mkdir()
     both = subprocess.run(
-        [*cli_argv(sshd, remote, out, "--device", "cpu", "--workdir", str(workdir), host=None),
-         "--hosts", f"{HOST},local", "--", sys.executable, "-m", "paddle.distributed.launch", "--nproc_per_node", "2",
-         str(TINY), "--steps", "120", "--batch-size", "8"],
-        capture_output=True, text=True, timeout=TIMEOUT)
+        [
+            *cli_argv(sshd, remote, out, "--device", "cpu", "--workdir", str(workdir), host=None),
+            "--hosts",
+            f"{HOST},local",
+            "--",
+            sys.executable,
+            "-m",
+            "paddle.distributed.launch",
+            "--nproc_per_node",
+            "2",
+            str(TINY),
+            "--steps",
+            "120",
+            "--batch-size",
+            "8",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
     assert both.returncode == 0, both.stderr
     folder = Path(both.stdout.strip().splitlines()[-1])
     assert folder.name.startswith(f"{HOST}+1-")
@@ -396,8 +471,25 @@ def _no_leftover_jobs(remote):
 
 def test_keep_running_fetches_after_the_window_while_training_goes_on(sshd, remote, tmp_path):
     out = tmp_path / "captures"
-    res = cli(sshd, remote, out, "--device", "cpu", "--start-step", "20", "--keep-running",
-              "--", sys.executable, str(TINY), "--steps", "4000", "--batch-size", "8", "--sleep-ms", "50")
+    res = cli(
+        sshd,
+        remote,
+        out,
+        "--device",
+        "cpu",
+        "--start-step",
+        "20",
+        "--keep-running",
+        "--",
+        sys.executable,
+        str(TINY),
+        "--steps",
+        "4000",
+        "--batch-size",
+        "8",
+        "--sleep-ms",
+        "50",
+    )
     assert res.returncode == 0, res.stderr
     folder = Path(res.stdout.strip().splitlines()[-1])
     manifest = json.loads((folder / "npuscope_capture.json").read_text())
@@ -452,8 +544,22 @@ def test_a_run_without_results_leaves_nothing_locally(sshd, remote, tmp_path):
 def test_training_that_ends_before_the_window_says_so(sshd, remote, tmp_path):
     out = tmp_path / "captures"
     out.mkdir()
-    res = cli(sshd, remote, out, "--device", "cpu", "--start-step", "100",
-              "--", sys.executable, str(TINY), "--steps", "30", "--batch-size", "8")
+    res = cli(
+        sshd,
+        remote,
+        out,
+        "--device",
+        "cpu",
+        "--start-step",
+        "100",
+        "--",
+        sys.executable,
+        str(TINY),
+        "--steps",
+        "30",
+        "--batch-size",
+        "8",
+    )
     assert res.returncode == 1
     assert "training ended after 30 steps, before the capture window (start step 100)" in res.stderr
     assert list(out.iterdir()) == []
@@ -461,8 +567,22 @@ def test_training_that_ends_before_the_window_says_so(sshd, remote, tmp_path):
 
 def test_short_epoch_moves_the_window_and_says_so(sshd, remote, tmp_path):
     out = tmp_path / "captures"
-    res = cli(sshd, remote, out, "--device", "cpu", "--start-step", "500",
-              "--", sys.executable, str(TINY), "--steps", "200", "--batch-size", "8")
+    res = cli(
+        sshd,
+        remote,
+        out,
+        "--device",
+        "cpu",
+        "--start-step",
+        "500",
+        "--",
+        sys.executable,
+        str(TINY),
+        "--steps",
+        "200",
+        "--batch-size",
+        "8",
+    )
     assert res.returncode == 0, res.stderr
     assert "warm-up: the first epoch has 128 steps, not more than --start-step 500" in res.stderr
     folder = Path(res.stdout.strip().splitlines()[-1])
@@ -474,9 +594,16 @@ def test_one_host_failing_to_start_cancels_the_others(sshd, remote, tmp_path):
     out = tmp_path / "captures"
     out.mkdir()
     res = subprocess.run(
-        [*cli_argv(sshd, remote, out, "--device", "cpu", host=None), "--hosts", f"{HOST},{NOKEY}",
-         *tiny("--sleep-ms", "500")],
-        capture_output=True, text=True, timeout=TIMEOUT)
+        [
+            *cli_argv(sshd, remote, out, "--device", "cpu", host=None),
+            "--hosts",
+            f"{HOST},{NOKEY}",
+            *tiny("--sleep-ms", "500"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
     assert res.returncode == 1
     last = res.stderr.strip().splitlines()[-1]
     assert "npuscope-nokey: authentication failed" in last
@@ -502,12 +629,21 @@ def test_clean_deletes_fetched_and_failed_runs_and_keeps_the_others(sshd, remote
     try:
         for name, command in (("fetched", tiny()), ("crashed", ["--", sys.executable, str(script)])):
             before = set(run_dirs(remote))
-            side[name] = subprocess.Popen(cli_argv(sshd, remote, out, "--device", "cpu", *command),
-                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=out.parent)
-            run = wait_for(lambda before=before: next((r for r in run_dirs(remote) if r not in before), None),
-                           f"the {name} run folder")
-            wait_for(lambda log=run / "log": log.is_file() and '"event": "started"' in log.read_text(),
-                     f"the {name} run's bootstrap to start")
+            side[name] = subprocess.Popen(
+                cli_argv(sshd, remote, out, "--device", "cpu", *command),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                cwd=out.parent,
+            )
+            run = wait_for(
+                lambda before=before: next((r for r in run_dirs(remote) if r not in before), None),
+                f"the {name} run folder",
+            )
+            wait_for(
+                lambda log=run / "log": log.is_file() and '"event": "started"' in log.read_text(),
+                f"the {name} run's bootstrap to start",
+            )
         client, running, pid = start_client(sshd, remote, out, 500, "step    0")
     finally:
         ended = {name: (proc, *proc.communicate(timeout=TIMEOUT)) for name, proc in side.items()}
@@ -534,9 +670,31 @@ def test_keep_running_with_a_distributed_launch_fetches_every_rank_while_trainin
     out = tmp_path / "captures"
     workdir = tmp_path / "work"
     workdir.mkdir()
-    res = cli(sshd, remote, out, "--device", "cpu", "--start-step", "20", "--keep-running", "--workdir", str(workdir),
-              "--", sys.executable, "-m", "paddle.distributed.launch", "--nproc_per_node", "2",
-              str(TINY), "--steps", "4000", "--batch-size", "8", "--sleep-ms", "50")
+    res = cli(
+        sshd,
+        remote,
+        out,
+        "--device",
+        "cpu",
+        "--start-step",
+        "20",
+        "--keep-running",
+        "--workdir",
+        str(workdir),
+        "--",
+        sys.executable,
+        "-m",
+        "paddle.distributed.launch",
+        "--nproc_per_node",
+        "2",
+        str(TINY),
+        "--steps",
+        "4000",
+        "--batch-size",
+        "8",
+        "--sleep-ms",
+        "50",
+    )
     assert res.returncode == 0, res.stderr
     folder = Path(res.stdout.strip().splitlines()[-1])
     for rank in ("0", "1"):

@@ -51,9 +51,19 @@ def test_only_exported_results_are_fetched(path, fetched):
 
 
 def test_listing_keeps_exported_files_with_sizes():
-    data = (b"12\tlog.fetch\0" b"4096\tout/a/PROF_1/device_0/data/raw\0" b"77\tout/t.paddle_trace.json\0"
-            b"5\tout/a\nb.paddle_trace.json\0" b"bad entry\0" b"\xb2\tout/c.paddle_trace.json\0")
-    assert parse_listing(data) == [("log.fetch", 12), ("out/t.paddle_trace.json", 77), ("out/a\nb.paddle_trace.json", 5)]
+    data = (
+        b"12\tlog.fetch\0"
+        b"4096\tout/a/PROF_1/device_0/data/raw\0"
+        b"77\tout/t.paddle_trace.json\0"
+        b"5\tout/a\nb.paddle_trace.json\0"
+        b"bad entry\0"
+        b"\xb2\tout/c.paddle_trace.json\0"
+    )
+    assert parse_listing(data) == [
+        ("log.fetch", 12),
+        ("out/t.paddle_trace.json", 77),
+        ("out/a\nb.paddle_trace.json", 5),
+    ]
     assert local_name("log.fetch") == "npuscope_capture.log"
     assert local_name("out/a/b.csv") == "a/b.csv"
 
@@ -142,12 +152,17 @@ def test_ssh_argv_is_strict_and_batch_and_quotes_one_word():
 def test_remote_root_keeps_home_unquoted_and_the_rest_quoted():
     assert root_expr("~/.cache/npuscope") == '"$HOME"/.cache/npuscope'
     assert root_expr("/srv/a b") == "'/srv/a b'"
-    assert root_expr("~/$(x)") == '"$HOME"/\'$(x)\''
+    assert root_expr("~/$(x)") == "\"$HOME\"/'$(x)'"
 
 
 def test_run_script_is_valid_sh_and_separates_the_job(tmp_path):
-    spec = CaptureSpec(host="h", command=("python3", "train.py", "--lr", "1e-3; rm -rf /"), device="npu",
-                       env=(("A", "x y'z"),), keep_running=True)
+    spec = CaptureSpec(
+        host="h",
+        command=("python3", "train.py", "--lr", "1e-3; rm -rf /"),
+        device="npu",
+        env=(("A", "x y'z"),),
+        keep_running=True,
+    )
     text = run_script(spec, "/r/runs/1", "/r/bootstrap-x.py", "/w d")
     script = tmp_path / "run.sh"
     script.write_text(text)
@@ -166,8 +181,12 @@ def test_probe_and_runs_parsing():
         "NPUSCOPE_RUN\t4\t0\t1\tdone\t1\t{}\n"
         "noise\n"
     )
-    assert [(r.id, r.state) for r in runs] == [("4", "fetched+run"), ("3", "failed (143)"), ("2", "running"),
-                                               ("1", "fetched")]
+    assert [(r.id, r.state) for r in runs] == [
+        ("4", "fetched+run"),
+        ("3", "failed (143)"),
+        ("2", "running"),
+        ("1", "fetched"),
+    ]
     assert runs[2].command == "python t.py"
 
 
@@ -186,9 +205,24 @@ def test_upload_tar_has_executable_run_script():
 def test_capture_help_is_quick_and_lists_the_options():
     res = subprocess.run([sys.executable, "-m", "npuscope", "capture", "--help"], capture_output=True, text=True)
     assert res.returncode == 0
-    for option in ("--host", "--hosts", "--workdir", "--device", "--start-step", "--steps", "--jit-compile",
-                   "--env", "--msprof", "--keep-running", "--out", "--ssh-config", "--accept-new-host-key",
-                   "--list", "--attach", "--cancel"):
+    for option in (
+        "--host",
+        "--hosts",
+        "--workdir",
+        "--device",
+        "--start-step",
+        "--steps",
+        "--jit-compile",
+        "--env",
+        "--msprof",
+        "--keep-running",
+        "--out",
+        "--ssh-config",
+        "--accept-new-host-key",
+        "--list",
+        "--attach",
+        "--cancel",
+    ):
         assert option in res.stdout, option
 
 
@@ -215,8 +249,10 @@ def test_run_script_messages_quote_user_text(tmp_path, case):
     (run_dir / "run.sh").write_text(run_script(spec, str(run_dir), str(tmp_path / "boot.py"), workdir))
     subprocess.run(["sh", "run.sh"], cwd=run_dir, timeout=60, check=False)
     log = (run_dir / "log").read_text()
-    expected = {"workdir": ("20", f"npuscope: cannot enter the working directory {workdir}"),
-                "msprof": ("21", f"npuscope: msprof not found: {tmp_path / evil} (check --msprof)")}[case]
+    expected = {
+        "workdir": ("20", f"npuscope: cannot enter the working directory {workdir}"),
+        "msprof": ("21", f"npuscope: msprof not found: {tmp_path / evil} (check --msprof)"),
+    }[case]
     assert (run_dir / "exit").read_text().strip() == expected[0]
     assert expected[1] in log.splitlines()
     assert not list(tmp_path.rglob("PWNED"))

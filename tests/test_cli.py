@@ -13,9 +13,7 @@ def _run(*args: str, env_cache: Path | None = None, **kw) -> subprocess.Complete
     env = dict(os.environ)
     if env_cache is not None:
         env["NPUSCOPE_CACHE_DIR"] = str(env_cache)
-    return subprocess.run(
-        [sys.executable, "-m", "npuscope", *args], capture_output=True, text=True, env=env, **kw
-    )
+    return subprocess.run([sys.executable, "-m", "npuscope", *args], capture_output=True, text=True, env=env, **kw)
 
 
 def test_inspect_sample_prints_layout_cards_files_counts(samples, cache_dir):

@@ -24,15 +24,26 @@ from npuscope.fixtures.generate import generate
 from npuscope.parsers import FrameCache, ProfileError, open_profile
 
 OP_STAT_HEADER = "OP Type,Core Type,Count,Total Time(us),Min Time(us),Avg Time(us),Max Time(us),Ratio(%)"
-OP_KEYS = {"op_type", "core_type", "base_total_us", "new_total_us", "delta_us", "delta_pct",
-           "base_ratio_pct", "new_ratio_pct", "status"}
+OP_KEYS = {
+    "op_type",
+    "core_type",
+    "base_total_us",
+    "new_total_us",
+    "delta_us",
+    "delta_pct",
+    "base_ratio_pct",
+    "new_ratio_pct",
+    "status",
+}
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     # conftest points NPUSCOPE_CACHE_DIR at a private folder; the child inherits it.
     return subprocess.run(
         [sys.executable, "-m", "npuscope", "compare", *map(str, args)],
-        capture_output=True, text=True, env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
     )
 
 
@@ -66,7 +77,8 @@ def _sum(rows, column: str, **match: str) -> float:
 
 def _compute(rows, **match: str) -> float:
     return sum(
-        float(r["Task Duration(us)"]) for r in rows
+        float(r["Task Duration(us)"])
+        for r in rows
         if r["Task Type"] not in ("COMMUNICATION", "HCCL") and all(r[k] == v for k, v in match.items())
     )
 
@@ -105,18 +117,25 @@ def transdata_pair(tmp_path):
     MatMulV2 takes the same time in both, so its ratio rises: only the times say who changed.
     """
     new_td = round(0.18176 * 8036.3 / (1 - 0.18176), 3)  # 1785.146 us: 18.176% of the new total
-    base = _write_stat(tmp_path / "jit_on_op_statistic.csv", [
-        ("TransData", "AI_CORE", 400, 1963.7, 2.0, 4.909, 40.0, 19.637),
-        ("MatMulV2", "AI_CORE", 100, 8036.3, 60.0, 80.363, 120.0, 80.363),
-    ])
-    new = _write_stat(tmp_path / "jit_off_op_statistic.csv", [
-        ("TransData", "AI_CORE", 400, new_td, 2.0, round(new_td / 400, 3), 40.0, 18.176),
-        ("MatMulV2", "AI_CORE", 100, 8036.3, 60.0, 80.363, 120.0, 81.824),
-    ])
+    base = _write_stat(
+        tmp_path / "jit_on_op_statistic.csv",
+        [
+            ("TransData", "AI_CORE", 400, 1963.7, 2.0, 4.909, 40.0, 19.637),
+            ("MatMulV2", "AI_CORE", 100, 8036.3, 60.0, 80.363, 120.0, 80.363),
+        ],
+    )
+    new = _write_stat(
+        tmp_path / "jit_off_op_statistic.csv",
+        [
+            ("TransData", "AI_CORE", 400, new_td, 2.0, round(new_td / 400, 3), 40.0, 18.176),
+            ("MatMulV2", "AI_CORE", 100, 8036.3, 60.0, 80.363, 120.0, 81.824),
+        ],
+    )
     return base, new, new_td
 
 
 # --------------------------------------------------------------------------- a recompilation removed
+
 
 def test_removed_recompilation_reads_as_faster_and_resolved(recompile_pair):
     gb, gn = recompile_pair
@@ -142,7 +161,9 @@ def test_removed_recompilation_reads_as_faster_and_resolved(recompile_pair):
     assert "most of it: recompilation wait" in c.verdict
     # The recompilation made card 0 the slow rank (most free time): both findings are resolved.
     assert [(f.rule, f.op_types, f.card) for f in c.findings.resolved] == [
-        ("recompilation", ("ReduceSum",), "0"), ("slow_rank", (), "0")]
+        ("recompilation", ("ReduceSum",), "0"),
+        ("slow_rank", (), "0"),
+    ]
     assert c.findings.new == ()
     assert {(b.rule, b.card) for b, _ in c.findings.unchanged} >= {("aclop_share", "0"), ("aclop_share", "1")}
     assert regression(c, 0.0) is None  # nothing grew
@@ -156,6 +177,7 @@ def test_removed_recompilation_reads_as_faster_and_resolved(recompile_pair):
 
 
 # --------------------------------------------------------------------------- an op type slower on one card
+
 
 def test_op_type_made_slower_on_one_card(slow_pair):
     gb, gn = slow_pair
@@ -180,7 +202,9 @@ def test_op_type_made_slower_on_one_card(slow_pair):
     assert per["0"].delta == pytest.approx(0.0, abs=0.01)
     # The long MatMulV3 tasks make card 1 the slow rank: a training-level finding, new too.
     assert [(f.rule, f.op_types, f.card) for f in c.findings.new] == [
-        ("long_task", ("MatMulV3",), "1"), ("slow_rank", (), "1")]
+        ("long_task", ("MatMulV3",), "1"),
+        ("slow_rank", (), "1"),
+    ]
     assert c.findings.resolved == ()
     assert c.verdict.startswith("NEW is slower") and "MatMulV3 (AI_CORE)" in c.verdict
 
@@ -231,6 +255,7 @@ def test_report_json_carries_card_spread(slow_pair):
 
 # --------------------------------------------------------------------------- same run, by shape, cards
 
+
 def test_a_run_against_itself_is_the_same(recompile_pair):
     gb, _ = recompile_pair
     c = compare_runs(_open(gb.root), _open(gb.root))
@@ -280,6 +305,7 @@ def test_single_cards_with_different_ids_are_paired(tmp_path, transdata_pair):
 
 # --------------------------------------------------------------------------- the TransData example
 
+
 def test_transdata_ratio_falling_is_an_improvement(transdata_pair):
     base, new, new_td = transdata_pair
     c = compare_runs(_open(base), _open(new))
@@ -316,6 +342,7 @@ def test_transdata_ratio_falling_is_an_improvement(transdata_pair):
 
 # --------------------------------------------------------------------------- CLI: formats and the gate
 
+
 def test_json_and_markdown_through_the_cli(recompile_pair):
     gb, gn = recompile_pair
     res = _cli(gb.root, gn.root, "--format", "json", "--no-cache")
@@ -340,8 +367,10 @@ def test_json_and_markdown_through_the_cli(recompile_pair):
 
 def test_regression_gate_exit_codes(slow_pair):
     gb, gn = slow_pair
-    device_growth = 100 * (_compute(_summary_rows(gn)) - _compute(_summary_rows(gb))) / sum(
-        float(r["Task Duration(us)"]) for r in _summary_rows(gb)
+    device_growth = (
+        100
+        * (_compute(_summary_rows(gn)) - _compute(_summary_rows(gb)))
+        / sum(float(r["Task Duration(us)"]) for r in _summary_rows(gb))
     )
     assert 5 < device_growth < 50  # the numbers the gate below must see
 

@@ -24,10 +24,10 @@ from npuscope.parsers import db as dbmod
 from npuscope.parsers.columns import EVENT_SCHEMA, STEP_SCHEMA, TASK_ORDER, TASK_SCHEMA, UNKNOWN
 from npuscope.parsers.db import DB_NAME_RE, DbExport, is_db_export, read_db
 
-TORCH = "real/torch_npu_2025_db/level{level}/rank{rank}_ascend_pt/ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_{rank}.db"
-REAL = {
-    f"torch_l{level}_r{rank}": TORCH.format(level=level, rank=rank) for level in (0, 1) for rank in (0, 1)
-}
+TORCH = (
+    "real/torch_npu_2025_db/level{level}/rank{rank}_ascend_pt/ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_{rank}.db"
+)
+REAL = {f"torch_l{level}_r{rank}": TORCH.format(level=level, rank=rank) for level in (0, 1) for rank in (0, 1)}
 REAL["msprof_2023"] = "real/msprof_db_2023/msprof_0.db"
 LEVELS = {"acl": "AscendCL", "node": "Node", "runtime": "Runtime", "model": "Model", "hccl": "Hccl", "op": "Op"}
 
@@ -47,14 +47,16 @@ class Truth:
 
     def card_sql(self, alias: str) -> str:
         if "RANK_DEVICE_MAP" in self.tables:
-            return (f"COALESCE((SELECT CAST(rankId AS TEXT) FROM RANK_DEVICE_MAP r WHERE r.deviceId = {alias}.deviceId), "
-                    f"CAST({alias}.deviceId AS TEXT))")
+            return (
+                f"COALESCE((SELECT CAST(rankId AS TEXT) FROM RANK_DEVICE_MAP r WHERE r.deviceId = {alias}.deviceId), "
+                f"CAST({alias}.deviceId AS TEXT))"
+            )
         return f"CAST({alias}.deviceId AS TEXT)"
 
     def compute_rows(self) -> list[tuple]:
         """(card, op_name, op_type, start_ns, dur_ns) of every compute task."""
         return self.q(f"""
-            SELECT {self.card_sql('t')}, n.value, o.value, t.startNs, t.endNs - t.startNs
+            SELECT {self.card_sql("t")}, n.value, o.value, t.startNs, t.endNs - t.startNs
             FROM TASK t JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId
             LEFT JOIN STRING_IDS n ON n.id = c.name LEFT JOIN STRING_IDS o ON o.id = c.opType""")
 
@@ -62,7 +64,7 @@ class Truth:
         """(card, op_name, op_type, start_ns, dur_ns) of every COMMUNICATION_OP, its card from
         the TASK rows sharing its connectionId."""
         rows = self.q(f"""
-            SELECT (SELECT {self.card_sql('t')} FROM TASK t WHERE t.connectionId = c.connectionId LIMIT 1),
+            SELECT (SELECT {self.card_sql("t")} FROM TASK t WHERE t.connectionId = c.connectionId LIMIT 1),
                    n.value, o.value, c.startNs, c.endNs - c.startNs
             FROM COMMUNICATION_OP c LEFT JOIN STRING_IDS n ON n.id = c.opName
             LEFT JOIN STRING_IDS o ON o.id = c.opType""")
@@ -122,7 +124,7 @@ def test_frames_have_the_canonical_shape(real):
     assert t.columns[: len(TASK_ORDER)] == list(TASK_ORDER)
     for name in TASK_ORDER:
         assert t.schema[name] == TASK_SCHEMA[name], name
-    assert t.columns[len(TASK_ORDER):] == list(exp.pmu_columns)
+    assert t.columns[len(TASK_ORDER) :] == list(exp.pmu_columns)
     assert all(t.schema[c] == pl.Float64 for c in exp.pmu_columns)
     assert exp.events is not None and dict(exp.events.schema) == EVENT_SCHEMA
     if exp.steps is not None:
@@ -169,8 +171,10 @@ def test_host_apis_match_the_db(real):
     ev = exp.events
     assert Counter(dict(ev.group_by("name").len().iter_rows())) == truth.api_counts()
     assert set(ev["process"].unique()) == {"CANN"} and set(ev["ph"].unique()) == {"X"}
-    first = truth.q("SELECT startNs, endNs - startNs, CAST(globalTid AS TEXT), CAST(connectionId AS TEXT) "
-                    "FROM CANN_API ORDER BY startNs LIMIT 1")[0]
+    first = truth.q(
+        "SELECT startNs, endNs - startNs, CAST(globalTid AS TEXT), CAST(connectionId AS TEXT) "
+        "FROM CANN_API ORDER BY startNs LIMIT 1"
+    )[0]
     row = ev.sort("ts_ns").row(0, named=True)
     assert (row["ts_ns"], row["dur_ns"], row["tid"], row["connection_id"]) == first
     assert set(ev["card"].unique()) == set(exp.cards)  # one card per db here
@@ -198,7 +202,10 @@ def test_torch_npu_level1_details(samples):
     # Shapes lose their own quotes ("32,3,224,224" in STRING_IDS), as the CSV reader does.
     assert first["input_shapes"] == "32,3,224,224"
     assert (first["op_type"], first["task_type"], first["input_dtypes"], first["input_formats"]) == (
-        "TransData", "AI_VECTOR_CORE", "FLOAT", "NCHW",
+        "TransData",
+        "AI_VECTOR_CORE",
+        "FLOAT",
+        "NCHW",
     )
     assert (first["stream_id"], first["model_id"], first["block_num"]) == ("2", "4294967295", 32)
     assert first["context_id"] is None  # 4294967295: no subtask, N/A in op_summary
@@ -207,8 +214,10 @@ def test_torch_npu_level1_details(samples):
     # PMU: one Float64 column per metric, op_summary's names, *_time in us (ns in the db).
     metrics = {r[0] for r in truth.q("SELECT DISTINCT s.value FROM TASK_PMU_INFO p JOIN STRING_IDS s ON s.id = p.name")}
     assert len(exp.pmu_columns) == len(metrics) == 28
-    assert {"aicore_time(us)", "aiv_time(us)", "aic_mac_time(us)", "aic_mac_ratio", "aic_total_cycles"} <= set(exp.pmu_columns)
-    (gid, want_time, want_ratio), = truth.q("""
+    assert {"aicore_time(us)", "aiv_time(us)", "aic_mac_time(us)", "aic_mac_ratio", "aic_total_cycles"} <= set(
+        exp.pmu_columns
+    )
+    ((gid, want_time, want_ratio),) = truth.q("""
         SELECT t.globalTaskId, max(CASE s.value WHEN 'aic_total_time' THEN p.value END),
                max(CASE s.value WHEN 'aic_mac_ratio' THEN p.value END)
         FROM TASK t JOIN TASK_PMU_INFO p ON p.globalTaskId = t.globalTaskId JOIN STRING_IDS s ON s.id = p.name
@@ -309,13 +318,17 @@ def test_ids_beyond_int64(tmp_path):
         INSERT INTO STRING_IDS VALUES (0, 'Add'), (1, 'AI_CORE'), (2, 'aclnnAdd');
     """)
     max64 = str((1 << 64) - 1)
-    for i, (stored, start) in enumerate([(-1, 1_700_000_000_000_001_000), (max64, "1700000000000002000"),
-                                         (float(max64), 1_700_000_000_000_004_096.0)]):
-        con.execute("INSERT INTO TASK VALUES (?, ?, 0, ?, ?, ?, ?, 4294967295)",
-                    (start, 1_700_000_000_000_009_000, stored, i, stored, stored))
+    for i, (stored, start) in enumerate(
+        [(-1, 1_700_000_000_000_001_000), (max64, "1700000000000002000"), (float(max64), 1_700_000_000_000_004_096.0)]
+    ):
+        con.execute(
+            "INSERT INTO TASK VALUES (?, ?, 0, ?, ?, ?, ?, 4294967295)",
+            (start, 1_700_000_000_000_009_000, stored, i, stored, stored),
+        )
         con.execute("INSERT INTO COMPUTE_TASK_INFO VALUES (0, ?, 1, 0)", (i,))
-        con.execute("INSERT INTO CANN_API VALUES (1700000000000000000, 1700000000000000500, 20000, ?, ?, 2)",
-                    (stored, stored))
+        con.execute(
+            "INSERT INTO CANN_API VALUES (1700000000000000000, 1700000000000000500, 20000, ?, ?, 2)", (stored, stored)
+        )
     con.commit()
     con.close()
     exp = read_db(path)
@@ -528,8 +541,12 @@ ROW = st.tuples(IDS, IDS, IDS, IDS, TIMES, TIMES, HOW, st.integers(0, 5))
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(rows=st.lists(ROW, max_size=6), apis=st.lists(st.tuples(TIMES, TIMES, IDS, HOW), max_size=4),
-       comm=st.lists(st.tuples(TIMES, TIMES, IDS, HOW), max_size=3), with_rank=st.booleans())
+@given(
+    rows=st.lists(ROW, max_size=6),
+    apis=st.lists(st.tuples(TIMES, TIMES, IDS, HOW), max_size=4),
+    comm=st.lists(st.tuples(TIMES, TIMES, IDS, HOW), max_size=3),
+    with_rank=st.booleans(),
+)
 def test_hostile_ids_and_times(rows, apis, comm, with_rank):
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "msprof_1.db"
@@ -558,10 +575,14 @@ def test_hostile_ids_and_times(rows, apis, comm, with_rank):
         """)
         for device, conn, gtid, stream, start, end, how, ref in rows:
             ids = [_stored(v, how) for v in (device, conn, gtid, stream)]
-            con.execute("INSERT INTO TASK VALUES (?,?,?,?,?,0,0,4294967295,?,1,4294967295)",
-                        (start, end, ids[0], ids[1], ids[2], ids[3]))
-            con.execute("INSERT INTO COMPUTE_TASK_INFO VALUES (?,?,1,0,1,?,?,?,?,?,?,?)",
-                        (ref, ids[2], ref, ref, ref, ref, ref, ref, ref))
+            con.execute(
+                "INSERT INTO TASK VALUES (?,?,?,?,?,0,0,4294967295,?,1,4294967295)",
+                (start, end, ids[0], ids[1], ids[2], ids[3]),
+            )
+            con.execute(
+                "INSERT INTO COMPUTE_TASK_INFO VALUES (?,?,1,0,1,?,?,?,?,?,?,?)",
+                (ref, ids[2], ref, ref, ref, ref, ref, ref, ref),
+            )
             con.execute("INSERT INTO TASK_PMU_INFO VALUES (?, 5, ?)", (ids[2], ref * 1.5))
             if with_rank:
                 con.execute("INSERT INTO RANK_DEVICE_MAP VALUES (?, ?)", (ref, ids[0]))

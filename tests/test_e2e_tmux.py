@@ -19,10 +19,13 @@ from npuscope.analysis import diagnose
 from npuscope.fixtures.demo_profile import ensure_demo
 from npuscope.parsers import FrameCache, open_profile
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(
-    shutil.which("tmux") is None and not os.environ.get("CI"),
-    reason="tmux is not installed (.ci/run installs it; in CI this test must run)",
-)]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        shutil.which("tmux") is None and not os.environ.get("CI"),
+        reason="tmux is not installed (.ci/run installs it; in CI this test must run)",
+    ),
+]
 
 
 class Terminal:
@@ -106,12 +109,30 @@ def test_capture_then_open_in_a_real_terminal(tmp_path):
     tiny = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "paddle_train_tiny.py")
     env = f"-u COLUMNS -u LINES NPUSCOPE_CACHE_DIR={shlex.quote(str(tmp_path / 'cache'))} TERM=xterm-256color"
     command = [
-        sys.executable, "-m", "npuscope", "capture", "--host", "local", "--device", "cpu",
-        "--remote-cache", str(tmp_path / "remote"), "--out", str(tmp_path / "captures"), "--open",
-        "--", sys.executable, tiny, "--steps", "120", "--batch-size", "8",
+        sys.executable,
+        "-m",
+        "npuscope",
+        "capture",
+        "--host",
+        "local",
+        "--device",
+        "cpu",
+        "--remote-cache",
+        str(tmp_path / "remote"),
+        "--out",
+        str(tmp_path / "captures"),
+        "--open",
+        "--",
+        sys.executable,
+        tiny,
+        "--steps",
+        "120",
+        "--batch-size",
+        "8",
     ]
-    term = Terminal(f"npuscope-e2e-capture-{os.getpid()}",
-                    f"env {env} {' '.join(shlex.quote(c) for c in command)}; sleep 30")
+    term = Terminal(
+        f"npuscope-e2e-capture-{os.getpid()}", f"env {env} {' '.join(shlex.quote(c) for c in command)}; sleep 30"
+    )
     try:
         screen = term.wait_for(lambda s: "local-" in s and "Op summary" in s, "the explorer on the capture", 240)
         (folder,) = (tmp_path / "captures").iterdir()

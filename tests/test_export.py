@@ -24,8 +24,12 @@ FRAME = pl.DataFrame(
         "input_shapes": ['8,4096;"4096"', "8", ""],
     }
 )
-COLUMNS = [("op_name", "Op Name"), ("op_type", "OP Type"), ("duration_us", "Duration(us)"),
-           ("input_shapes", "Input Shapes, all")]
+COLUMNS = [
+    ("op_name", "Op Name"),
+    ("op_type", "OP Type"),
+    ("duration_us", "Duration(us)"),
+    ("input_shapes", "Input Shapes, all"),
+]
 
 
 def read_csv(path: Path) -> list[list[str]]:
@@ -62,8 +66,12 @@ def test_export_writes_csv_and_markdown(tmp_path):
 def test_export_keeps_column_order_titles_and_repeated_keys(tmp_path):
     cols = [("op_type", "Type"), ("row", "#"), ("op_type", "Type again")]
     csv_path, _ = export_table(FRAME, cols, tmp_path, "t")
-    assert read_csv(csv_path) == [["Type", "#", "Type again"], ["MatMulV2", "0", "MatMulV2"],
-                                  ["Cast", "1", "Cast"], ["Add", "2", "Add"]]
+    assert read_csv(csv_path) == [
+        ["Type", "#", "Type again"],
+        ["MatMulV2", "0", "MatMulV2"],
+        ["Cast", "1", "Cast"],
+        ["Add", "2", "Add"],
+    ]
 
 
 def test_export_of_an_unknown_column_is_an_error(tmp_path):
@@ -209,8 +217,14 @@ def test_write_text_atomic_failure_leaves_nothing(tmp_path, monkeypatch):
 
 def test_export_of_diagnosed_tasks(tmp_path):
     diag = diagnose(profile([task("MatMul_1", 0, 100, op_type="MatMulV2"), task("Add_2", 150, 5)]))
-    cols = [("row", "#"), ("op_name", "Op Name"), ("duration_us", "Duration(us)"), ("wait_us", "Wait(us)"),
-            ("wait_cause", "Wait Cause"), ("is_aclnn", "aclnn")]
+    cols = [
+        ("row", "#"),
+        ("op_name", "Op Name"),
+        ("duration_us", "Duration(us)"),
+        ("wait_us", "Wait(us)"),
+        ("wait_cause", "Wait Cause"),
+        ("is_aclnn", "aclnn"),
+    ]
     csv_path, md_path = export_table(diag.tasks, cols, tmp_path, "tasks-card0")
     got = read_csv(csv_path)
     assert got[0] == ["#", "Op Name", "Duration(us)", "Wait(us)", "Wait Cause", "aclnn"]
@@ -220,6 +234,7 @@ def test_export_of_diagnosed_tasks(tmp_path):
 
 
 # --- where exports go ---------------------------------------------------------------------------
+
 
 @pytest.fixture
 def home(tmp_path, monkeypatch) -> Path:

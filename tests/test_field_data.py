@@ -188,7 +188,9 @@ def test_timeline_only_capture_counts_kernels_and_collectives_apart():
     collectives = [r for r in rows if _is_comm(r)]
     events = json.loads((out / "trace_view.json").read_text())
     device = {e["pid"] for e in events if e.get("ph") == "M" and e["args"].get("name") == "Ascend Hardware"}
-    markers = [e for e in events if e.get("pid") in device and e.get("ph") == "X" and e["name"] in ("NOTIFY_WAIT", "Other")]
+    markers = [
+        e for e in events if e.get("pid") in device and e.get("ph") == "X" and e["name"] in ("NOTIFY_WAIT", "Other")
+    ]
     assert markers  # the capture has them: they must not count as compute
     report = _report(out / "trace_view.json")
     s = report["cards"][0]["summary"]
@@ -201,8 +203,16 @@ def test_timeline_only_capture_counts_kernels_and_collectives_apart():
 
 def test_markers_are_not_tasks(tmp_path):
     def ev(name, ts, dur, task_type):
-        return {"name": name, "pid": 1, "tid": 1, "ts": f"{ts:.3f}", "dur": dur, "ph": "X",
-                "args": {"Task Type": task_type, "connection_id": 18446744073709551615}}
+        return {
+            "name": name,
+            "pid": 1,
+            "tid": 1,
+            "ts": f"{ts:.3f}",
+            "dur": dur,
+            "ph": "X",
+            "args": {"Task Type": task_type, "connection_id": 18446744073709551615},
+        }
+
     meta = [{"name": "process_name", "pid": 1, "tid": 0, "ph": "M", "args": {"name": "Ascend Hardware"}}]
     base = 1717575960208020.0
     events = meta + [

@@ -373,7 +373,11 @@ async def test_empty_frame_in_app() -> None:
 
 
 async def test_horizontal_scroll_when_columns_are_wider() -> None:
-    wide = [Column("name", "Name", 30), Column("dur", "Dur(us)", 30, numeric=True), Column("count", "Count", 30, numeric=True)]
+    wide = [
+        Column("name", "Name", 30),
+        Column("dur", "Dur(us)", 30, numeric=True),
+        Column("count", "Count", 30, numeric=True),
+    ]
     app = TableApp(small_frame(), columns=wide)
     async with app.run_test(size=(80, 20)) as pilot:
         await pilot.pause()
@@ -510,7 +514,13 @@ def test_columns_by_priority_fit_the_room_and_the_rest_follow() -> None:
     ]
     # 80 cells: start, name, dur fit; name takes what is left; task and shapes follow.
     out = arrange(cols, 60)
-    assert [(s.column.key, s.width) for s in out] == [("start", 9), ("name", 33), ("dur", 14), ("task", 14), ("shapes", 26)]
+    assert [(s.column.key, s.width) for s in out] == [
+        ("start", 9),
+        ("name", 33),
+        ("dur", 14),
+        ("task", 14),
+        ("shapes", 26),
+    ]
     # The sorted column comes first even at a low priority.
     out = arrange(cols, 60, sort_key="shapes")
     assert [s.column.key for s in out][:3] == ["start", "name", "shapes"]

@@ -24,8 +24,7 @@ SAMPLES = ROOT / "fixtures" / "samples"
 try:
     from npuscope.fixtures import generate as gen
 except ImportError:  # not installed yet: load the file directly
-    _spec = importlib.util.spec_from_file_location("_npuscope_generate",
-                                                   ROOT / "fixtures" / "generate.py")
+    _spec = importlib.util.spec_from_file_location("_npuscope_generate", ROOT / "fixtures" / "generate.py")
     gen = importlib.util.module_from_spec(_spec)
     sys.modules[_spec.name] = gen
     _spec.loader.exec_module(gen)
@@ -35,6 +34,7 @@ ALL = tuple(p for p in gen.PROBLEMS if p not in gen.TRAINING_PROBLEMS)
 
 
 # --------------------------------------------------------------------------- helpers
+
 
 def _ns(text: str) -> int:
     """'1717575960208020.758\\t' / '151.000' / '20.000000' / '0' -> integer ns."""
@@ -63,8 +63,11 @@ def _first_line(path: Path) -> str:
 
 
 def _tree_digest(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def _check_waits(rows: list[dict], start: str, dur: str, wait: str, ns_start: bool = False):
@@ -81,9 +84,14 @@ def _check_waits(rows: list[dict], start: str, dur: str, wait: str, ns_start: bo
         prev = (s, d)
 
 
-_TORCH_NAMES = {"Type": "OP Type", "Accelerator Core": "Task Type", "Name": "Op Name",
-                "Start Time(us)": "Task Start Time(us)", "Duration(us)": "Task Duration(us)",
-                "Wait Time(us)": "Task Wait Time(us)"}
+_TORCH_NAMES = {
+    "Type": "OP Type",
+    "Accelerator Core": "Task Type",
+    "Name": "Op Name",
+    "Start Time(us)": "Task Start Time(us)",
+    "Duration(us)": "Task Duration(us)",
+    "Wait Time(us)": "Task Wait Time(us)",
+}
 
 
 def _as_era_b_names(rows: list[dict]) -> list[dict]:
@@ -102,28 +110,27 @@ def _independent_findings(rows: list[dict], typ: str, core: str, dur: str, wait:
         by_type[r[typ]].append(_ns(r[dur]))
     medians = {t: sorted(v)[len(v) // 2] for t, v in by_type.items()}
     return {
-        "ai_cpu": collections.Counter(r[typ] for r in rows
-                                      if r[core] == "AI_CPU" and _ns(r[dur]) > 20_000),
+        "ai_cpu": collections.Counter(r[typ] for r in rows if r[core] == "AI_CPU" and _ns(r[dur]) > 20_000),
         "long_task": collections.Counter(r[typ] for r in rows if _ns(r[dur]) > 1_000_000),
         "long_wait_1ms": collections.Counter(r[typ] for r in rows if _ns(r[wait]) >= 1_000_000),
         "wait_over_2ms": collections.Counter(r[typ] for r in rows if _ns(r[wait]) >= 2_000_000),
         "wait_over_100us": collections.Counter(r[typ] for r in rows if _ns(r[wait]) > 100_000),
         "ratio": {k: 100 * v / grand for k, v in totals.items()},
-        "outliers": collections.Counter(r[typ] for r in comp
-                                        if _ns(r[dur]) > 5 * medians[r[typ]]),
+        "outliers": collections.Counter(r[typ] for r in comp if _ns(r[dur]) > 5 * medians[r[typ]]),
     }
 
 
 # --------------------------------------------------------------------------- fixtures
 
+
 @pytest.fixture(scope="module")
 def era_b(tmp_path_factory):
     out = tmp_path_factory.mktemp("era_b")
-    return gen.generate(out, layout="era_b", cards=2, steps=4, ops_per_step=120, seed=3,
-                        problems=ALL)
+    return gen.generate(out, layout="era_b", cards=2, steps=4, ops_per_step=120, seed=3, problems=ALL)
 
 
 # --------------------------------------------------------------------------- tests
+
 
 def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path):
     kw = dict(layout="era_b", cards=2, steps=2, ops_per_step=80, problems=ALL)
@@ -146,17 +153,24 @@ def test_files_land_where_the_layout_says(tmp_path, layout):
     if layout == "era_b":
         assert g.root == tmp_path / "ascend_profiling"
         out = f"{prof}/mindstudio_profiler_output"
-        assert rel == sorted(f"{out}/{n}_20240605100000.{ext}" for n, ext in
-                             (("op_summary", "csv"), ("op_statistic", "csv"),
-                              ("step_trace", "csv"), ("msprof", "json")))
+        assert rel == sorted(
+            f"{out}/{n}_20240605100000.{ext}"
+            for n, ext in (("op_summary", "csv"), ("op_statistic", "csv"), ("step_trace", "csv"), ("msprof", "json"))
+        )
     elif layout == "era_a":
         assert g.root == tmp_path / "ascend_profiling"
         expect = []
         for n in "01":
             d = f"{prof}/device_{n}"
-            expect += [f"{d}/summary/op_summary_{n}_1.csv", f"{d}/summary/op_statistic_{n}_1.csv",
-                       f"{d}/summary/step_trace_{n}_1.csv", f"{d}/timeline/msprof_{n}_1.json", f"{d}/start_info.{n}",
-                       f"{d}/end_info.{n}", f"{d}/info.json.{n}"]
+            expect += [
+                f"{d}/summary/op_summary_{n}_1.csv",
+                f"{d}/summary/op_statistic_{n}_1.csv",
+                f"{d}/summary/step_trace_{n}_1.csv",
+                f"{d}/timeline/msprof_{n}_1.json",
+                f"{d}/start_info.{n}",
+                f"{d}/end_info.{n}",
+                f"{d}/info.json.{n}",
+            ]
         assert rel == sorted(expect)
     else:
         assert g.root == tmp_path
@@ -172,23 +186,22 @@ def test_headers_match_the_real_samples(tmp_path):
     golden = SAMPLES / "msprof_golden" / "mindstudio_profiler_output"
     g = gen.generate(tmp_path / "b", layout="era_b", steps=1, ops_per_step=80)
     by_name = {p.name.split("_2024")[0]: p for p in g.files}
-    assert _first_line(by_name["op_summary"]) == _first_line(
-        golden / "op_summary_20240605100000.csv")
-    assert _first_line(by_name["op_statistic"]) == _first_line(
-        golden / "op_statistic_20240605100000.csv")
+    assert _first_line(by_name["op_summary"]) == _first_line(golden / "op_summary_20240605100000.csv")
+    assert _first_line(by_name["op_statistic"]) == _first_line(golden / "op_statistic_20240605100000.csv")
 
     g = gen.generate(tmp_path / "t", layout="torch_npu", steps=1, ops_per_step=80)
     kd = next(p for p in g.files if p.name == "kernel_details.csv")
     assert _first_line(kd) == _first_line(
-        SAMPLES / "torch_npu_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv")
+        SAMPLES / "torch_npu_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    )
     st = next(p for p in g.files if p.name == "op_statistic.csv")
     assert _first_line(st) == ",".join(gen.OP_STATISTIC_COLUMNS)
 
-    g = gen.generate(tmp_path / "a5", layout="era_a", era_a_ns=True, pmu=False, steps=1,
-                     ops_per_step=80)
+    g = gen.generate(tmp_path / "a5", layout="era_a", era_a_ns=True, pmu=False, steps=1, ops_per_step=80)
     summ = next(p for p in g.files if p.name.startswith("op_summary"))
     assert _first_line(summ) == _first_line(
-        SAMPLES / "cann5x_device_summary" / "device_0" / "summary" / "op_summary_0_1.csv")
+        SAMPLES / "cann5x_device_summary" / "device_0" / "summary" / "op_summary_0_1.csv"
+    )
 
     g = gen.generate(tmp_path / "a6", layout="era_a", steps=1, ops_per_step=80)
     summ = next(p for p in g.files if p.name.startswith("op_summary"))
@@ -240,8 +253,7 @@ def test_manifest_matches_rows_read_with_csv(era_b):
     assert {p.rule for p in era_b.planted} == set(ALL)
     for card, rs in per_card.items():
         _check_waits(rs, "Task Start Time(us)", "Task Duration(us)", "Task Wait Time(us)")
-        f = _independent_findings(rs, "OP Type", "Task Type", "Task Duration(us)",
-                                  "Task Wait Time(us)")
+        f = _independent_findings(rs, "OP Type", "Task Type", "Task Duration(us)", "Task Wait Time(us)")
         rule = lambda name, card=card: planted.get((name, card))  # noqa: E731
 
         p = rule("ai_cpu")
@@ -257,17 +269,14 @@ def test_manifest_matches_rows_read_with_csv(era_b):
             assert f["wait_over_2ms"] == {p.op_type: p.count}
             shapes = [r["Input Shapes"] for r in rs if r["OP Type"] == p.op_type]
             assert len(shapes) == p.count == len(set(shapes)) >= 20
-            assert not any(r["Op Name"].startswith("aclnn") for r in rs
-                           if r["OP Type"] == p.op_type)
+            assert not any(r["Op Name"].startswith("aclnn") for r in rs if r["OP Type"] == p.op_type)
         else:
             assert not f["wait_over_2ms"]
         p = rule("host_op_wait")
         assert f["long_wait_1ms"].pop("GatherV2", 0) == 3  # every step but the first
         if p:
-            hw = [r for r in rs if r["OP Type"] == p.op_type and _ns(r["Task Wait Time(us)"])
-                  >= 1_000_000]
-            assert len(hw) == p.count and all(_ns(r["Task Wait Time(us)"]) <= 3_000_000
-                                              for r in hw)
+            hw = [r for r in rs if r["OP Type"] == p.op_type and _ns(r["Task Wait Time(us)"]) >= 1_000_000]
+            assert len(hw) == p.count and all(_ns(r["Task Wait Time(us)"]) <= 3_000_000 for r in hw)
         p = rule("dominant_op_type")
         big = {k: v for k, v in f["ratio"].items() if v >= 40}
         if p:
@@ -286,8 +295,11 @@ def test_manifest_matches_rows_read_with_csv(era_b):
         assert totals == sorted(totals, reverse=True)
         assert abs(sum(float(s["Ratio(%)"]) for s in mine) - 100) < 0.05
         for s in mine:
-            durs = [_ns(r["Task Duration(us)"]) for r in rs
-                    if r["OP Type"] == s["OP Type"] and r["Task Type"] == s["Core Type"]]
+            durs = [
+                _ns(r["Task Duration(us)"])
+                for r in rs
+                if r["OP Type"] == s["OP Type"] and r["Task Type"] == s["Core Type"]
+            ]
             assert int(s["Count"]) == len(durs)
             assert _ns(s["Total Time(us)"]) == sum(durs)
             assert _ns(s["Max Time(us)"]) == max(durs)
@@ -299,34 +311,39 @@ def test_manifest_matches_rows_read_with_csv(era_b):
 
 def test_clean_profile_has_nothing_to_find(tmp_path):
     for layout in ("era_b", "torch_npu"):
-        g = gen.generate(tmp_path / layout, layout=layout, cards=2, steps=3,
-                         ops_per_step=100, problems=())
+        g = gen.generate(tmp_path / layout, layout=layout, cards=2, steps=3, ops_per_step=100, problems=())
         assert g.planted == ()
         for p in g.files:
             if p.name.startswith(("op_summary", "kernel_details")):
                 _, rows = _read_csv(p)
-                names = ("Type", "Accelerator Core", "Duration(us)", "Wait Time(us)") \
-                    if layout == "torch_npu" else \
-                    ("OP Type", "Task Type", "Task Duration(us)", "Task Wait Time(us)")
+                names = (
+                    ("Type", "Accelerator Core", "Duration(us)", "Wait Time(us)")
+                    if layout == "torch_npu"
+                    else ("OP Type", "Task Type", "Task Duration(us)", "Task Wait Time(us)")
+                )
                 f = _independent_findings(rows, *names)
                 assert not f["ai_cpu"] and not f["long_task"] and not f["outliers"]
                 assert set(f["wait_over_100us"]) <= {"GatherV2", "SoftmaxGrad"}
-                assert all(k[0] in ("MatMulV3", "MatMulV2") for k, v in f["ratio"].items()
-                           if v >= 40)
+                assert all(k[0] in ("MatMulV3", "MatMulV2") for k, v in f["ratio"].items() if v >= 40)
 
 
-def _timeline_check(events: list, summary_rows: list[dict], planted: dict, card: str,
-                    start_col: str = "Task Start Time(us)", ts_of=lambda e: e["ts"]):
-    procs = {e["pid"]: e["args"]["name"] for e in events
-             if e["ph"] == "M" and e["name"] == "process_name"}
+def _timeline_check(
+    events: list,
+    summary_rows: list[dict],
+    planted: dict,
+    card: str,
+    start_col: str = "Task Start Time(us)",
+    ts_of=lambda e: e["ts"],
+):
+    procs = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
     meta = collections.Counter(json.dumps(e, sort_keys=True) for e in events if e["ph"] == "M")
     assert set(meta.values()) == {2}  # metadata repeated once
     xs = [e for e in events if e["ph"] == "X"]
     assert [ts_of(e) for e in xs] != sorted(ts_of(e) for e in xs)  # not sorted
     device = [e for e in xs if procs[e["pid"]] == "Ascend Hardware"]
     assert sorted(ts_of(e) for e in device) == sorted(
-        r[start_col].strip("\t") for r in summary_rows if r["Task Type"] not in
-        ("COMMUNICATION", "HCCL"))
+        r[start_col].strip("\t") for r in summary_rows if r["Task Type"] not in ("COMMUNICATION", "HCCL")
+    )
     # Every HostToDevice flow: string id > 2**53, f at the ts/pid/tid of a device event.
     at = {(e["pid"], e["tid"], e["ts"]) for e in xs}
     flows = collections.defaultdict(dict)
@@ -335,7 +352,7 @@ def _timeline_check(events: list, summary_rows: list[dict], planted: dict, card:
             flows[e["id"]][e["ph"]] = e
     assert len(flows) == len(summary_rows)
     for fid, fl in flows.items():
-        assert isinstance(fid, str) and int(fid) > 2 ** 53
+        assert isinstance(fid, str) and int(fid) > 2**53
         assert procs[fl["s"]["pid"]] == "CANN"
         assert fl["f"]["bp"] == "e" and (fl["f"]["pid"], fl["f"]["tid"], fl["f"]["ts"]) in at
     # Recompilation: one compile event per planted task, covering most of the device gap.
@@ -354,8 +371,7 @@ def _timeline_check(events: list, summary_rows: list[dict], planted: dict, card:
             s = min(x for x in gaps if x > c1)
             assert c1 <= s and (c1 - c0) >= 0.9 * gaps[s]
     hw = planted.get(("host_op_wait", card))
-    syncs = [e for e in xs if e["name"] in ("AscendCL@aclrtSynchronizeStream",
-                                            "AscendCL@aclrtMemcpy")]
+    syncs = [e for e in xs if e["name"] in ("AscendCL@aclrtSynchronizeStream", "AscendCL@aclrtMemcpy")]
     assert bool(syncs) == bool(hw)
 
 
@@ -366,16 +382,18 @@ def test_timeline_matches_op_summary(era_b):
     planted = {(p.rule, p.card): p for p in era_b.planted}
     labels = {e["pid"]: e["args"]["labels"] for e in events if e["name"] == "process_labels"}
     names = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
-    assert sorted(set(names.values())) == ["AI Core Freq", "Ascend Hardware", "CANN",
-                                           "Communication"]
+    assert sorted(set(names.values())) == ["AI Core Freq", "Ascend Hardware", "CANN", "Communication"]
     assert all(isinstance(e["ts"], str) for e in events if "ts" in e)
     for card in era_b.cards:
-        hw_pid = next(p for p, n in names.items()
-                      if n == "Ascend Hardware" and labels[p] == f"NPU {card}")
+        hw_pid = next(p for p, n in names.items() if n == "Ascend Hardware" and labels[p] == f"NPU {card}")
         # The card's CANN process is the one whose flows end on this card's hardware.
-        mine_ids = {e["id"] for e in events if e.get("ph") == "f" and e["pid"] in
-                    {hw_pid} | {p for p, n in names.items() if n == "Communication"
-                                and labels[p] == f"NPU {card}"}}
+        mine_ids = {
+            e["id"]
+            for e in events
+            if e.get("ph") == "f"
+            and e["pid"]
+            in {hw_pid} | {p for p, n in names.items() if n == "Communication" and labels[p] == f"NPU {card}"}
+        }
         cann = {e["pid"] for e in events if e.get("ph") == "s" and e["id"] in mine_ids}
         assert len(cann) == 1
         pids = cann | {p for p in names if labels.get(p) == f"NPU {card}"}
@@ -385,31 +403,26 @@ def test_timeline_matches_op_summary(era_b):
 
 
 def test_torch_and_era_a_timelines(tmp_path):
-    g = gen.generate(tmp_path / "t", layout="torch_npu", cards=2, steps=4, ops_per_step=80,
-                     problems=ALL)
+    g = gen.generate(tmp_path / "t", layout="torch_npu", cards=2, steps=4, ops_per_step=80, problems=ALL)
     planted = {(p.rule, p.card): p for p in g.planted}
     for i, card in enumerate(g.cards):
         folder = next(p for p in g.files if p.name == f"profiler_info_{i}.json").parent
         out = folder / "ASCEND_PROFILER_OUTPUT"
         events = json.loads((out / "trace_view.json").read_bytes())
         names = {e["args"]["name"] for e in events if e["name"] == "process_name"}
-        assert names == {"Python", "CANN", "Ascend Hardware", "Overlap Analysis",
-                         "Communication"}
+        assert names == {"Python", "CANN", "Ascend Hardware", "Overlap Analysis", "Communication"}
         _, rows = _read_csv(out / "kernel_details.csv")
         _check_waits(rows, "Start Time(us)", "Duration(us)", "Wait Time(us)")
         _timeline_check(events, _as_era_b_names(rows), planted, card)
 
-    g = gen.generate(tmp_path / "a", layout="era_a", cards=2, steps=4, ops_per_step=80,
-                     problems=ALL)
-    b = gen.generate(tmp_path / "b", layout="era_b", cards=2, steps=4, ops_per_step=80,
-                     problems=ALL)
+    g = gen.generate(tmp_path / "a", layout="era_a", cards=2, steps=4, ops_per_step=80, problems=ALL)
+    b = gen.generate(tmp_path / "b", layout="era_b", cards=2, steps=4, ops_per_step=80, problems=ALL)
     _, b_rows = _read_csv(next(p for p in b.files if p.name.startswith("op_summary")))
     planted = {(p.rule, p.card): p for p in g.planted}
     for card in g.cards:
         dev = g.root / gen.DEFAULT_PROF_NAME / f"device_{card}"
         start_info = json.loads((dev / f"start_info.{card}").read_text())
-        begin_us, mono_ns = int(start_info["collectionTimeBegin"]), int(
-            start_info["clockMonotonicRaw"])
+        begin_us, mono_ns = int(start_info["collectionTimeBegin"]), int(start_info["clockMonotonicRaw"])
         _, rows = _read_csv(dev / "summary" / f"op_summary_{card}_1.csv")
         _check_waits(rows, "Task Start Time(us)", "Task Duration(us)", "Task Wait Time(us)")
         # Device clock + start_info = the epoch times Era B writes for the same seed.
@@ -418,9 +431,12 @@ def test_torch_and_era_a_timelines(tmp_path):
         events = json.loads((dev / "timeline" / f"msprof_{card}_1.json").read_bytes())
         assert all(isinstance(e["ts"], float) for e in events if "ts" in e)
         assert {e["args"]["name"] for e in events if e["name"] == "process_name"} == {
-            "CANN", "Ascend Hardware", "HCCL", "AI Core Freq"}
-        assert all("Stream Id" in e["args"] for e in events
-                   if e["ph"] == "X" and e["pid"] == 5)
+            "CANN",
+            "Ascend Hardware",
+            "HCCL",
+            "AI Core Freq",
+        }
+        assert all("Stream Id" in e["args"] for e in events if e["ph"] == "X" and e["pid"] == 5)
         for e in events:  # compare as the op_summary text for the shared check
             if "ts" in e:
                 e["ts"] = f"{round(e['ts'] * 1000) // 1000}.{round(e['ts'] * 1000) % 1000:03d}"
@@ -430,14 +446,12 @@ def test_torch_and_era_a_timelines(tmp_path):
 
     g = gen.generate(tmp_path / "ns", layout="era_a", era_a_ns=True, steps=1, ops_per_step=80)
     _, rows = _read_csv(next(p for p in g.files if p.name.startswith("op_summary")))
-    _check_waits(rows, "Task Start Time", "Task Duration(us)", "Task Wait Time(us)",
-                 ns_start=True)
+    _check_waits(rows, "Task Start Time", "Task Duration(us)", "Task Wait Time(us)", ns_start=True)
     assert rows[0]["Task Start Time"] == "542118179416190"
 
 
 def test_slices_and_json_size(tmp_path):
-    g = gen.generate(tmp_path / "s", cards=2, rows=700, ops_per_step=80, slice_rows=500,
-                     json_slice_bytes=150_000)
+    g = gen.generate(tmp_path / "s", cards=2, rows=700, ops_per_step=80, slice_rows=500, json_slice_bytes=150_000)
     out = g.root / gen.DEFAULT_PROF_NAME / "mindstudio_profiler_output"
     summ = sorted(out.glob("op_summary_slice_*_20240605100000.csv"))
     assert [p.name.split("_")[3] for p in summ] == ["0", "1", "2"]
@@ -452,18 +466,31 @@ def test_slices_and_json_size(tmp_path):
         flows.update(e["ph"] for e in events if e.get("cat") == "HostToDevice")
     assert flows == {"s": 1400, "f": 1400}
 
-    g = gen.generate(tmp_path / "mb", layout="torch_npu", steps=2, ops_per_step=80,
-                     json_mb=0.4)
-    size = sum(p.stat().st_size for p in g.files if p.suffix == ".json"
-               and p.name == "trace_view.json")
+    g = gen.generate(tmp_path / "mb", layout="torch_npu", steps=2, ops_per_step=80, json_mb=0.4)
+    size = sum(p.stat().st_size for p in g.files if p.suffix == ".json" and p.name == "trace_view.json")
     assert 0.3e6 < size < 0.5e6
 
 
 def test_cli_and_demo(tmp_path):
     buf = io.StringIO()
     with redirect_stdout(buf):
-        assert gen.main([str(tmp_path / "cli"), "--layout", "era_a", "--cards", "2",
-                         "--rows", "300", "--clean", "--quiet", "--no-timeline"]) == 0
+        assert (
+            gen.main(
+                [
+                    str(tmp_path / "cli"),
+                    "--layout",
+                    "era_a",
+                    "--cards",
+                    "2",
+                    "--rows",
+                    "300",
+                    "--clean",
+                    "--quiet",
+                    "--no-timeline",
+                ]
+            )
+            == 0
+        )
     assert buf.getvalue().strip() == str(tmp_path / "cli" / "ascend_profiling")
     assert list((tmp_path / "cli").rglob("info.json.1"))
     assert not list((tmp_path / "cli").rglob("msprof_*.json"))

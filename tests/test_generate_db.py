@@ -32,6 +32,7 @@ RUN = dict(cards=2, steps=4, ops_per_step=120, seed=5, problems=DEFAULT)
 
 # --------------------------------------------------------------------------- helpers
 
+
 def _connect(path: Path) -> sqlite3.Connection:
     # Read-only and immutable: the samples are read-only files, and nothing may be written.
     return sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
@@ -40,8 +41,7 @@ def _connect(path: Path) -> sqlite3.Connection:
 def _columns(con: sqlite3.Connection) -> dict[str, list[tuple[str, str, int]]]:
     """table -> [(column, declared type, primary key)]."""
     tables = [n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-    return {t: [(r[1], r[2].upper(), r[5]) for r in con.execute(f'PRAGMA table_info("{t}")')]
-            for t in tables}
+    return {t: [(r[1], r[2].upper(), r[5]) for r in con.execute(f'PRAGMA table_info("{t}")')] for t in tables}
 
 
 def _dbs(g: gen.Generated) -> list[Path]:
@@ -66,11 +66,11 @@ def _csv(path: Path) -> list[dict[str, str]]:
 def runs(tmp_path_factory) -> dict[str, gen.Generated]:
     """One run per layout, written with its db beside the text export."""
     out = tmp_path_factory.mktemp("db_runs")
-    return {layout: gen.generate(out / layout, layout=layout, db=True, **RUN)
-            for layout in ("era_b", "torch_npu")}
+    return {layout: gen.generate(out / layout, layout=layout, db=True, **RUN) for layout in ("era_b", "torch_npu")}
 
 
 # --------------------------------------------------------------------------- the file itself
+
 
 def test_tables_and_columns_are_those_of_the_real_db_exports(runs, samples):
     real = samples / "real"
@@ -80,16 +80,29 @@ def test_tables_and_columns_are_those_of_the_real_db_exports(runs, samples):
     # State and HF32 Eligible); the exporter that writes `Block Num` in op_summary renamed
     # blockDim / mixBlockDim and added the ids of COMMUNICATION_OP / _TASK_INFO below.
     added = {"COMPUTE_TASK_INFO": [("opState", "INTEGER", 0), ("hf32Eligible", "INTEGER", 0)]}
-    msprof_added = {**added, "COMMUNICATION_OP": [("deviceId", "INTEGER", 0)],
-                    "COMMUNICATION_TASK_INFO": [("isMaster", "INTEGER", 0), ("bandwidth", "NUMERIC", 0)]}
+    msprof_added = {
+        **added,
+        "COMMUNICATION_OP": [("deviceId", "INTEGER", 0)],
+        "COMMUNICATION_TASK_INFO": [("isMaster", "INTEGER", 0), ("bandwidth", "NUMERIC", 0)],
+    }
     renamed = {"blockDim": "blockNum", "mixBlockDim": "mixBlockNum"}
     for layout, path in [(name, p) for name, g in runs.items() for p in _dbs(g)]:
         con = _connect(path)
         mine = _columns(con)
         msprof = layout == "era_b"
         assert set(mine) <= set(torch_ref), set(mine) - set(torch_ref)
-        must = {"STRING_IDS", "TASK", "COMPUTE_TASK_INFO", "COMMUNICATION_OP", "CANN_API",
-                "ENUM_API_TYPE", "NPU_INFO", "META_DATA", "SESSION_TIME_INFO", "TASK_PMU_INFO"}
+        must = {
+            "STRING_IDS",
+            "TASK",
+            "COMPUTE_TASK_INFO",
+            "COMMUNICATION_OP",
+            "CANN_API",
+            "ENUM_API_TYPE",
+            "NPU_INFO",
+            "META_DATA",
+            "SESSION_TIME_INFO",
+            "TASK_PMU_INFO",
+        }
         must |= set() if msprof else {"STEP_TIME", "RANK_DEVICE_MAP"}
         assert must <= set(mine), must - set(mine)
         if msprof:  # torch_npu's own tables are not in an msprof db
@@ -106,8 +119,10 @@ def test_tables_and_columns_are_those_of_the_real_db_exports(runs, samples):
                 names = {c[0] for c in cols}
                 assert all(c in names or renamed.get(c) in names for c in common), table
         indexes = {r[0] for r in con.execute("SELECT sql FROM sqlite_master WHERE type = 'index'")}
-        assert indexes == {"CREATE INDEX TaskIndex ON TASK (startNs,globalTaskId)",
-                           "CREATE INDEX CommunicationTaskIndex ON COMMUNICATION_TASK_INFO (globalTaskId)"}
+        assert indexes == {
+            "CREATE INDEX TaskIndex ON TASK (startNs,globalTaskId)",
+            "CREATE INDEX CommunicationTaskIndex ON COMMUNICATION_TASK_INFO (globalTaskId)",
+        }
         assert con.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
         assert not list(path.parent.glob(path.name + "-*"))  # no -journal / -wal left behind
 
@@ -115,9 +130,20 @@ def test_tables_and_columns_are_those_of_the_real_db_exports(runs, samples):
 def test_values_are_integers_and_string_ids(runs):
     name_like = {
         "TASK": ["taskType"],
-        "COMPUTE_TASK_INFO": ["name", "taskType", "opType", "inputFormats", "inputDataTypes",
-                              "inputShapes", "outputFormats", "outputDataTypes", "outputShapes",
-                              "attrInfo", "opState", "hf32Eligible"],
+        "COMPUTE_TASK_INFO": [
+            "name",
+            "taskType",
+            "opType",
+            "inputFormats",
+            "inputDataTypes",
+            "inputShapes",
+            "outputFormats",
+            "outputDataTypes",
+            "outputShapes",
+            "attrInfo",
+            "opState",
+            "hf32Eligible",
+        ],
         "COMMUNICATION_OP": ["opName", "groupName", "algType", "opType"],
         "COMMUNICATION_TASK_INFO": ["name", "taskType", "groupName"],
         "CANN_API": ["name"],
@@ -161,30 +187,64 @@ def _db_rows(path: Path) -> list[dict]:
         "c.outputFormats FROM TASK t JOIN COMPUTE_TASK_INFO c USING (globalTaskId)"
     ):
         (dev, start, end, task_id, stream, ctx, model, *names) = r
-        rows.append({
-            "card": str(dev), "start": start, "dur": end - start, "Task ID": str(task_id),
-            "Stream ID": str(stream), "Model ID": str(model),
-            "Context ID": "N/A" if ctx == 4294967295 else str(ctx),
-            "Op Name": s[names[0]], "OP Type": s[names[1]], "OP State": s[names[2]],
-            "Task Type": s[names[3]], "Block": str(names[4]), "Mix Block": str(names[5]),
-            "HF32 Eligible": s[names[6]], "Input Shapes": s[names[7]],
-            "Input Data Types": s[names[8]], "Input Formats": s[names[9]],
-            "Output Shapes": s[names[10]], "Output Data Types": s[names[11]],
-            "Output Formats": s[names[12]],
-        })
+        rows.append(
+            {
+                "card": str(dev),
+                "start": start,
+                "dur": end - start,
+                "Task ID": str(task_id),
+                "Stream ID": str(stream),
+                "Model ID": str(model),
+                "Context ID": "N/A" if ctx == 4294967295 else str(ctx),
+                "Op Name": s[names[0]],
+                "OP Type": s[names[1]],
+                "OP State": s[names[2]],
+                "Task Type": s[names[3]],
+                "Block": str(names[4]),
+                "Mix Block": str(names[5]),
+                "HF32 Eligible": s[names[6]],
+                "Input Shapes": s[names[7]],
+                "Input Data Types": s[names[8]],
+                "Input Formats": s[names[9]],
+                "Output Shapes": s[names[10]],
+                "Output Data Types": s[names[11]],
+                "Output Formats": s[names[12]],
+            }
+        )
     # A collective: its device from the TASK rows of its steps (same connectionId).
     dev_of = dict(con.execute("SELECT connectionId, deviceId FROM TASK"))
     for name, start, end, cid, op_type in con.execute(
-            "SELECT opName, startNs, endNs, connectionId, opType FROM COMMUNICATION_OP"):
-        rows.append({
-            "card": str(dev_of[cid]), "start": start, "dur": end - start, "Task ID": "N/A",
-            "Stream ID": "N/A", "Model ID": "4294967295", "Context ID": "N/A",
-            "Op Name": s[name], "OP Type": s[op_type], "OP State": "N/A",
-            "Task Type": "COMMUNICATION", "Block": "0", "Mix Block": "N/A",
-            "HF32 Eligible": "N/A", **{k: "N/A" for k in (
-                "Input Shapes", "Input Data Types", "Input Formats", "Output Shapes",
-                "Output Data Types", "Output Formats")},
-        })
+        "SELECT opName, startNs, endNs, connectionId, opType FROM COMMUNICATION_OP"
+    ):
+        rows.append(
+            {
+                "card": str(dev_of[cid]),
+                "start": start,
+                "dur": end - start,
+                "Task ID": "N/A",
+                "Stream ID": "N/A",
+                "Model ID": "4294967295",
+                "Context ID": "N/A",
+                "Op Name": s[name],
+                "OP Type": s[op_type],
+                "OP State": "N/A",
+                "Task Type": "COMMUNICATION",
+                "Block": "0",
+                "Mix Block": "N/A",
+                "HF32 Eligible": "N/A",
+                **{
+                    k: "N/A"
+                    for k in (
+                        "Input Shapes",
+                        "Input Data Types",
+                        "Input Formats",
+                        "Output Shapes",
+                        "Output Data Types",
+                        "Output Formats",
+                    )
+                },
+            }
+        )
     rows.sort(key=lambda r: (int(r["card"]), r["start"]))
     return rows
 
@@ -201,9 +261,15 @@ def _summaries(g: gen.Generated, db: Path) -> list[Path]:
     return sorted(p for p in g.files if p.name.startswith("op_summary"))
 
 
-_TORCH = {"Name": "Op Name", "Type": "OP Type", "Accelerator Core": "Task Type",
-          "Block Dim": "Block", "Mix Block Dim": "Mix Block", "Block Num": "Block",
-          "Mix Block Num": "Mix Block"}
+_TORCH = {
+    "Name": "Op Name",
+    "Type": "OP Type",
+    "Accelerator Core": "Task Type",
+    "Block Dim": "Block",
+    "Mix Block Dim": "Mix Block",
+    "Block Num": "Block",
+    "Mix Block Num": "Mix Block",
+}
 
 
 def _text_rows(g: gen.Generated) -> list[dict]:
@@ -214,11 +280,30 @@ def _text_rows(g: gen.Generated) -> list[dict]:
             card = r.get("Device_id") or _rank(p)
             start = r.get("Task Start Time(us)") or r["Start Time(us)"]
             dur = r.get("Task Duration(us)") or r["Duration(us)"]
-            keep = {k: v for k, v in r.items() if k in (
-                "Task ID", "Stream ID", "Model ID", "Context ID", "Op Name", "OP Type",
-                "OP State", "Task Type", "Block", "Mix Block", "HF32 Eligible", "Input Shapes",
-                "Input Data Types", "Input Formats", "Output Shapes", "Output Data Types",
-                "Output Formats")}
+            keep = {
+                k: v
+                for k, v in r.items()
+                if k
+                in (
+                    "Task ID",
+                    "Stream ID",
+                    "Model ID",
+                    "Context ID",
+                    "Op Name",
+                    "OP Type",
+                    "OP State",
+                    "Task Type",
+                    "Block",
+                    "Mix Block",
+                    "HF32 Eligible",
+                    "Input Shapes",
+                    "Input Data Types",
+                    "Input Formats",
+                    "Output Shapes",
+                    "Output Data Types",
+                    "Output Formats",
+                )
+            }
             rows.append({"card": card, "start": _ns(start), "dur": _ns(dur), **keep})
     rows.sort(key=lambda r: (int(r["card"]), r["start"]))
     return rows
@@ -244,8 +329,8 @@ def test_db_pmu_is_the_op_summary_pmu(runs, layout):
         s = dict(con.execute("SELECT id, value FROM STRING_IDS"))
         got: dict[tuple[int, int], dict[str, float]] = {}
         for dev, start, name, value in con.execute(
-                "SELECT t.deviceId, t.startNs, p.name, p.value FROM TASK_PMU_INFO p "
-                "JOIN TASK t USING (globalTaskId)"):
+            "SELECT t.deviceId, t.startNs, p.name, p.value FROM TASK_PMU_INFO p JOIN TASK t USING (globalTaskId)"
+        ):
             col = names[s[name]]
             got.setdefault((dev, start), {})[col] = value / 1000 if col.endswith("(us)") else value
         want = {}
@@ -254,7 +339,8 @@ def test_db_pmu_is_the_op_summary_pmu(runs, layout):
             if r.get("aicore_time(us)", "N/A") == "N/A":
                 continue
             want[(dev, _ns(r.get("Task Start Time(us)") or r["Start Time(us)"]))] = {
-                c: float(r[c]) for c in gen.PMU_COLUMNS if c in gdb.PMU_DB_NAMES}
+                c: float(r[c]) for c in gen.PMU_COLUMNS if c in gdb.PMU_DB_NAMES
+            }
         assert got == want
 
 
@@ -263,8 +349,11 @@ def _timeline_host_events(g: gen.Generated) -> Counter:
     for p in g.files:
         if p.name.startswith(("msprof", "trace_view")) and p.suffix == ".json":
             data = json.loads(p.read_bytes())
-            cann = {e["pid"] for e in data if e.get("ph") == "M" and e["name"] == "process_name"
-                    and e["args"]["name"] == "CANN"}
+            cann = {
+                e["pid"]
+                for e in data
+                if e.get("ph") == "M" and e["name"] == "process_name" and e["args"]["name"] == "CANN"
+            }
             for e in data:
                 if e.get("ph") == "X" and e["pid"] in cann:
                     start = _ns(e["ts"])
@@ -299,11 +388,13 @@ def test_each_launch_shares_its_task_connection_id(runs):
     linked = con.execute(
         "SELECT count(*), count(DISTINCT a.globalTid), count(DISTINCT t.deviceId) FROM CANN_API a "
         "JOIN (SELECT DISTINCT connectionId, deviceId FROM TASK) t USING (connectionId) "
-        "WHERE a.name = ?", (launch,)).fetchone()
+        "WHERE a.name = ?",
+        (launch,),
+    ).fetchone()
     assert linked == (sum(runs["era_b"].rows_per_card.values()), 2, 2)
     per_thread = con.execute(
-        "SELECT a.globalTid, count(DISTINCT t.deviceId) FROM CANN_API a JOIN TASK t "
-        "USING (connectionId) GROUP BY 1").fetchall()
+        "SELECT a.globalTid, count(DISTINCT t.deviceId) FROM CANN_API a JOIN TASK t USING (connectionId) GROUP BY 1"
+    ).fetchall()
     assert all(n == 1 for _, n in per_thread)
 
 
@@ -341,12 +432,10 @@ def test_same_call_same_bytes_and_options(tmp_path):
 
 def test_db_follows_the_options_of_the_text_export(tmp_path):
     """No timeline: no host API table; no PMU: no TASK_PMU_INFO; one card: no collective."""
-    g = gen.generate(tmp_path, layout="era_b", steps=2, ops_per_step=80, timeline=False,
-                     pmu=False, db=True)
+    g = gen.generate(tmp_path, layout="era_b", steps=2, ops_per_step=80, timeline=False, pmu=False, db=True)
     (path,) = _dbs(g)
     tables = set(_columns(_connect(path)))
-    assert not tables & {"CANN_API", "TASK_PMU_INFO", "AICORE_FREQ", "COMMUNICATION_OP",
-                         "COMMUNICATION_TASK_INFO"}
+    assert not tables & {"CANN_API", "TASK_PMU_INFO", "AICORE_FREQ", "COMMUNICATION_OP", "COMMUNICATION_TASK_INFO"}
     assert {"TASK", "COMPUTE_TASK_INFO", "STRING_IDS", "ENUM_API_TYPE"} <= tables
     db, text = _open(g.root, "db"), _open(g.root, "text")
     assert not db.has_timeline and db.pmu_columns == () == text.pmu_columns
@@ -363,11 +452,15 @@ def test_db_only_writes_no_text_export(tmp_path, layout):
     assert not [p for p in on_disk if p.suffix == ".json" and not p.name.startswith("profiler_info")]
     if layout == "era_b":
         assert [p.relative_to(tmp_path).as_posix() for p in on_disk] == [
-            f"ascend_profiling/{gen.DEFAULT_PROF_NAME}/msprof_{gen.DEFAULT_EXPORT_TS}.db"]
+            f"ascend_profiling/{gen.DEFAULT_PROF_NAME}/msprof_{gen.DEFAULT_EXPORT_TS}.db"
+        ]
     else:
         assert sorted(p.name for p in on_disk) == [
-            "ascend_pytorch_profiler_0.db", "ascend_pytorch_profiler_1.db",
-            "profiler_info_0.json", "profiler_info_1.json"]
+            "ascend_pytorch_profiler_0.db",
+            "ascend_pytorch_profiler_1.db",
+            "profiler_info_0.json",
+            "profiler_info_1.json",
+        ]
     # The db-only run holds the same host events as a run with a text timeline.
     full = gen.generate(tmp_path / "full", layout=layout, cards=2, steps=2, ops_per_step=80, db=True)
     for mine, other in zip(_dbs(g), _dbs(full)):
@@ -376,12 +469,31 @@ def test_db_only_writes_no_text_export(tmp_path, layout):
 
 def test_command_line_writes_the_db(tmp_path):
     res = subprocess.run(
-        [sys.executable, "-m", "npuscope.fixtures.generate", str(tmp_path), "--layout", "torch_npu",
-         "--cards", "2", "--steps", "2", "--ops-per-step", "80", "--db-only", "--quiet"], check=False,
-        capture_output=True, text=True)
+        [
+            sys.executable,
+            "-m",
+            "npuscope.fixtures.generate",
+            str(tmp_path),
+            "--layout",
+            "torch_npu",
+            "--cards",
+            "2",
+            "--steps",
+            "2",
+            "--ops-per-step",
+            "80",
+            "--db-only",
+            "--quiet",
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
     assert res.returncode == 0, res.stderr
     assert sorted(p.name for p in tmp_path.rglob("*.db")) == [
-        "ascend_pytorch_profiler_0.db", "ascend_pytorch_profiler_1.db"]
+        "ascend_pytorch_profiler_0.db",
+        "ascend_pytorch_profiler_1.db",
+    ]
     assert not list(tmp_path.rglob("*.csv"))
 
 
@@ -416,8 +528,7 @@ def opened(runs, tmp_path_factory):
     of one card (all problems on it); Era B text also without its step_trace."""
     tmp = tmp_path_factory.mktemp("opened")
     all_runs = dict(runs)
-    all_runs["one_card"] = gen.generate(tmp / "one_card", layout="era_b", db=True,
-                                        **{**RUN, "cards": 1})
+    all_runs["one_card"] = gen.generate(tmp / "one_card", layout="era_b", db=True, **{**RUN, "cards": 1})
     out = {}
     for name, g in all_runs.items():
         out[name] = {"run": g, "text": _open(g.root, "text"), "db": _open(g.root, "db")}
@@ -455,8 +566,9 @@ def test_text_and_db_give_the_same_tasks(opened, name):
     cols = [c for c in _task_order() if c not in gaps]
     assert_frame_equal(d.select(cols), t.select(cols))
     compute = ~_comm()
-    assert_frame_equal(d.filter(compute).select(sorted(gaps - {"step_id"})),
-                       t.filter(compute).select(sorted(gaps - {"step_id"})))
+    assert_frame_equal(
+        d.filter(compute).select(sorted(gaps - {"step_id"})), t.filter(compute).select(sorted(gaps - {"step_id"}))
+    )
     # PMU: every counter of the text export but cube_utilization(%), which the text
     # exporter computes and the db does not store (TASK_PMU_INFO has no such metric).
     pmu = [c for c in _pmu(text) if c in gdb.PMU_DB_NAMES]
@@ -492,14 +604,18 @@ def test_text_and_db_give_the_same_op_statistics(opened, name):
     assert_frame_equal(db.op_statistic, derive_statistic(text.tasks))
     # ... and the text export's own op_statistic file says the same, to its 3 decimals.
     key = ["card", "op_type", "core_type"]
-    assert_frame_equal(db.op_statistic.sort(key), text.op_statistic.sort(key),
-                       check_exact=False, abs_tol=1e-3, rel_tol=0)
+    assert_frame_equal(
+        db.op_statistic.sort(key), text.op_statistic.sort(key), check_exact=False, abs_tol=1e-3, rel_tol=0
+    )
 
 
 def _host(profile) -> pl.DataFrame:
     events = profile.events
-    return (events.filter(pl.col("name").str.contains("@", literal=True) & (pl.col("ph") == "X"))
-            .select("card", "name", "ts_ns", "dur_ns").sort(pl.all()))
+    return (
+        events.filter(pl.col("name").str.contains("@", literal=True) & (pl.col("ph") == "X"))
+        .select("card", "name", "ts_ns", "dur_ns")
+        .sort(pl.all())
+    )
 
 
 @pytest.mark.parametrize("name", RUNS)
@@ -543,8 +659,12 @@ def _report(profile) -> dict:
 
 
 def _findings(report: dict) -> list[tuple]:
-    return sorted((f["rule"], card["card"], tuple(f["op_types"]), f["count"], f["time_us"])
-                  for card in report["cards"] for f in card["findings"] if f["rule"] != "data_gaps")
+    return sorted(
+        (f["rule"], card["card"], tuple(f["op_types"]), f["count"], f["time_us"])
+        for card in report["cards"]
+        for f in card["findings"]
+        if f["rule"] != "data_gaps"
+    )
 
 
 def _gaps(report: dict) -> dict[str, set[str]]:
@@ -579,8 +699,7 @@ def test_text_and_db_give_the_same_report(opened, name):
     # without its step_trace (with it, the step-boundary gaps are expected, which nothing in
     # the db can tell).
     run = opened[name]
-    _same_report(run["text_no_steps" if run["run"].layout == "era_b" else "text"], run["db"],
-                 run["run"].planted)
+    _same_report(run["text_no_steps" if run["run"].layout == "era_b" else "text"], run["db"], run["run"].planted)
 
 
 def test_text_and_db_give_the_same_report_of_two_cards(opened):
@@ -624,11 +743,14 @@ def _planted_found(g: gen.Generated, two_cards: bool) -> None:
             assert (row["op_type"], row["card"]) == (f.op_types[0], f.card)
 
 
-@pytest.mark.parametrize("layout, cards", [
-    ("torch_npu", 2),
-    ("era_b", 1),
-    pytest.param("era_b", 2),
-])
+@pytest.mark.parametrize(
+    "layout, cards",
+    [
+        ("torch_npu", 2),
+        ("era_b", 1),
+        pytest.param("era_b", 2),
+    ],
+)
 def test_db_only_run_reports_the_planted_problems(tmp_path, layout, cards):
     g = gen.generate(tmp_path, layout=layout, db="only", **{**RUN, "cards": cards})
     _planted_found(g, cards == 2)
@@ -640,8 +762,22 @@ def test_report_command_reads_the_db_and_the_text_alike(runs):
     out = {}
     for source in ("text", "db"):
         res = subprocess.run(
-            [sys.executable, "-m", "npuscope", "report", str(root), "--format", "json",
-             "--no-cache", "--source", source], capture_output=True, text=True, check=False)
+            [
+                sys.executable,
+                "-m",
+                "npuscope",
+                "report",
+                str(root),
+                "--format",
+                "json",
+                "--no-cache",
+                "--source",
+                source,
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         assert res.returncode == 0, res.stderr
         out[source] = json.loads(res.stdout)
     assert out["db"]["source"]["export"] == "db" and out["text"]["source"]["export"] == "text"

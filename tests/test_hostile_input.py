@@ -53,9 +53,18 @@ def _one_line_exit_2(res: subprocess.CompletedProcess, pattern: str) -> None:
     ],
 )
 def test_absurd_numbers_are_one_line(tmp_path, column, value):
-    row = {"Model ID": "1", "Task ID": "2", "Stream ID": "3", "Op Name": "A", "OP Type": "Add",
-           "Task Type": "AI_CORE", "Task Start Time(us)": "1717575960208020.758\t",
-           "Task Duration(us)": "1.0", "Task Wait Time(us)": "0", "Block Dim": "8"}
+    row = {
+        "Model ID": "1",
+        "Task ID": "2",
+        "Stream ID": "3",
+        "Op Name": "A",
+        "OP Type": "Add",
+        "Task Type": "AI_CORE",
+        "Task Start Time(us)": "1717575960208020.758\t",
+        "Task Duration(us)": "1.0",
+        "Task Wait Time(us)": "0",
+        "Block Dim": "8",
+    }
     row[column] = value
     path = tmp_path / "op_summary_1.csv"
     path.write_text(HEADER + "\n" + ",".join(row[h] for h in HEADER.split(",")) + "\n")
@@ -71,8 +80,10 @@ def test_ids_beyond_int64_are_kept_as_text(tmp_path):
 
 def test_op_statistic_count_1e400_is_one_line(tmp_path):
     path = tmp_path / "op_statistic_1.csv"
-    path.write_text("OP Type,Core Type,Count,Total Time(us),Min Time(us),Avg Time(us),Max Time(us),Ratio(%)\n"
-                    "Add,AI_CORE,1e400,1,1,1,1,100\n")
+    path.write_text(
+        "OP Type,Core Type,Count,Total Time(us),Min Time(us),Avg Time(us),Max Time(us),Ratio(%)\n"
+        "Add,AI_CORE,1e400,1,1,1,1,100\n"
+    )
     _one_line_exit_2(_cli("report", str(path)), "column 'Count' holds")
 
 
@@ -223,7 +234,9 @@ def test_escape_sequences_never_reach_the_terminal(tmp_path, args):
     folder = _evil_profile(tmp_path)
     res = subprocess.run(
         [sys.executable, "-m", "npuscope", args[0], str(folder), *args[1:], "--no-cache"],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert res.returncode == 0, res.stderr
     assert "\x1b" not in res.stdout and "\x07" not in res.stdout

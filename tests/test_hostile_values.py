@@ -18,11 +18,33 @@ from npuscope.analysis.report import build_report
 from npuscope.parsers import FrameCache, ProfileError, open_profile
 
 HOSTILE = st.one_of(
-    st.sampled_from([
-        "", "N/A", "inf", "-inf", "nan", "NaN", "1e400", "-1e400", "1e308", "4.29E+30", "1.69512E+15",
-        "18446744073709551615", "9223372036854775808", "-9223372036854775809", "0", "-1", "1.5",
-        "99999999999999999999999.999", "abc", "0x10", "1_000", " 7 ", "\t12.5\t",
-    ]),
+    st.sampled_from(
+        [
+            "",
+            "N/A",
+            "inf",
+            "-inf",
+            "nan",
+            "NaN",
+            "1e400",
+            "-1e400",
+            "1e308",
+            "4.29E+30",
+            "1.69512E+15",
+            "18446744073709551615",
+            "9223372036854775808",
+            "-9223372036854775809",
+            "0",
+            "-1",
+            "1.5",
+            "99999999999999999999999.999",
+            "abc",
+            "0x10",
+            "1_000",
+            " 7 ",
+            "\t12.5\t",
+        ]
+    ),
     st.integers(min_value=-(2**70), max_value=2**70).map(str),
     st.floats(allow_nan=True, allow_infinity=True).map(repr),
     st.text(alphabet=st.characters(blacklist_characters=',"\r\n', blacklist_categories=("Cs",)), max_size=12),
@@ -30,12 +52,31 @@ HOSTILE = st.one_of(
 ID_COLUMNS = ("Model ID", "Task ID", "Stream ID")
 NUMBER_COLUMNS = ("Task Duration(us)", "Task Wait Time(us)", "Block Dim")
 TIME_COLUMNS = ("Task Start Time(us)",)
-HEADER = ("Model ID", "Task ID", "Stream ID", "Op Name", "OP Type", "Task Type", *TIME_COLUMNS,
-          "Task Duration(us)", "Task Wait Time(us)", "Block Dim", "Input Shapes")
+HEADER = (
+    "Model ID",
+    "Task ID",
+    "Stream ID",
+    "Op Name",
+    "OP Type",
+    "Task Type",
+    *TIME_COLUMNS,
+    "Task Duration(us)",
+    "Task Wait Time(us)",
+    "Block Dim",
+    "Input Shapes",
+)
 GOOD = {
-    "Model ID": "4294967295", "Task ID": "10", "Stream ID": "1", "Op Name": "MatMulV3",
-    "OP Type": "MatMulV3", "Task Type": "AI_CORE", "Task Start Time(us)": "1717575960208020.758\t",
-    "Task Duration(us)": "151.000", "Task Wait Time(us)": "0", "Block Dim": "8", "Input Shapes": '"""8,4096"""',
+    "Model ID": "4294967295",
+    "Task ID": "10",
+    "Stream ID": "1",
+    "Op Name": "MatMulV3",
+    "OP Type": "MatMulV3",
+    "Task Type": "AI_CORE",
+    "Task Start Time(us)": "1717575960208020.758\t",
+    "Task Duration(us)": "151.000",
+    "Task Wait Time(us)": "0",
+    "Block Dim": "8",
+    "Input Shapes": '"""8,4096"""',
 }
 
 
@@ -51,9 +92,7 @@ def _check(path) -> None:
     build_report(prof, diagnose(prof, Thresholds()), top=3)
 
 
-SETTINGS = settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 @SETTINGS
@@ -90,8 +129,15 @@ JSON_VALUES = st.one_of(
 )
 def test_timeline_fields(tmp_path_factory, field, value):
     folder = tmp_path_factory.mktemp("json")
-    event = {"name": "Add", "pid": 7, "tid": 1, "ts": "1717575960208020.758", "dur": 1.5, "ph": "X",
-             "args": {"Task Type": "AI_CORE", "Physic Stream Id": 1, "Task Id": 10, "connection_id": 1}}
+    event = {
+        "name": "Add",
+        "pid": 7,
+        "tid": 1,
+        "ts": "1717575960208020.758",
+        "dur": 1.5,
+        "ph": "X",
+        "args": {"Task Type": "AI_CORE", "Physic Stream Id": 1, "Task Id": 10, "connection_id": 1},
+    }
     if field in event:
         event[field] = value
     else:
@@ -99,8 +145,15 @@ def test_timeline_fields(tmp_path_factory, field, value):
     events = [
         {"name": "process_name", "pid": 7, "tid": 0, "ph": "M", "args": {"name": "Ascend Hardware"}},
         event,
-        {"name": "Mul", "pid": 7, "tid": 1, "ts": "1717575960208030.758", "dur": 2.0, "ph": "X",
-         "args": {"Task Type": "AI_CORE"}},
+        {
+            "name": "Mul",
+            "pid": 7,
+            "tid": 1,
+            "ts": "1717575960208030.758",
+            "dur": 2.0,
+            "ph": "X",
+            "args": {"Task Type": "AI_CORE"},
+        },
     ]
     path = folder / "msprof_1.json"
     # Python's json writes Infinity/NaN for non-finite floats; big ints as digits.
@@ -128,8 +181,25 @@ def test_arbitrary_bytes(tmp_path_factory, name, prefix, body):
     _check(path)
 
 
-ROW_TOKENS = st.sampled_from(["1", "0", "1717575960208020.758\t", "N/A", "", '"""8,4096"""', "AI_CORE",
-                              "hcom_allReduce__1_0_1", "HCCL", "1e400", "-5", "x", '"', "\r", ","])
+ROW_TOKENS = st.sampled_from(
+    [
+        "1",
+        "0",
+        "1717575960208020.758\t",
+        "N/A",
+        "",
+        '"""8,4096"""',
+        "AI_CORE",
+        "hcom_allReduce__1_0_1",
+        "HCCL",
+        "1e400",
+        "-5",
+        "x",
+        '"',
+        "\r",
+        ",",
+    ]
+)
 
 
 @SETTINGS

@@ -18,8 +18,13 @@ HEADLESS = [
     *(m.name for m in pkgutil.iter_modules(npuscope.parsers.__path__, "npuscope.parsers.")),
     *(m.name for m in pkgutil.iter_modules(npuscope.analysis.__path__, "npuscope.analysis.")),
     *(m.name for m in pkgutil.iter_modules(npuscope.capture.__path__, "npuscope.capture.")),
-    "npuscope.cli", "npuscope.inspect_cmd", "npuscope.report_cmd", "npuscope.compare_cmd",
-    "npuscope.capture_cmd", "npuscope.arguments", "npuscope.loading",
+    "npuscope.cli",
+    "npuscope.inspect_cmd",
+    "npuscope.report_cmd",
+    "npuscope.compare_cmd",
+    "npuscope.capture_cmd",
+    "npuscope.arguments",
+    "npuscope.loading",
     "npuscope.fixtures.generate",
 ]
 

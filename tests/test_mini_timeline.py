@@ -156,8 +156,9 @@ class Host(App):
 
 def wide_model():
     """100 tasks of 1 µs every 10 µs, a recompilation wait before task 90."""
-    rows = [("AI_CORE", i * 10_000, 1000, 5000 if i == 90 else 0, "recompilation" if i == 90 else None)
-            for i in range(100)]
+    rows = [
+        ("AI_CORE", i * 10_000, 1000, 5000 if i == 90 else 0, "recompilation" if i == 90 else None) for i in range(100)
+    ]
     return model(rows)
 
 

@@ -65,7 +65,8 @@ def test_report_json_names_the_planted_op_types(tmp_path):
     g = generate(tmp_path / "p", layout="era_b", cards=2, problems=DEFAULT)
     res = subprocess.run(
         [sys.executable, "-m", "npuscope", "report", str(g.root), "--format", "json", "--no-cache"],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     assert res.returncode == 0, res.stderr
     report = json.loads(res.stdout)
@@ -95,5 +96,16 @@ def test_report_json_names_the_planted_op_types(tmp_path):
         totals = [r["total_us"] for r in card["op_statistic"]]
         assert totals == sorted(totals, reverse=True)
         for f in card["findings"]:
-            assert set(f) >= {"rule", "severity", "title", "op_types", "op_names", "count", "time_us",
-                              "share_pct", "advice", "confidence", "evidence"}
+            assert set(f) >= {
+                "rule",
+                "severity",
+                "title",
+                "op_types",
+                "op_names",
+                "count",
+                "time_us",
+                "share_pct",
+                "advice",
+                "confidence",
+                "evidence",
+            }

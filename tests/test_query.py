@@ -27,24 +27,80 @@ from npuscope.fixtures.demo_profile import ensure_demo
 from npuscope.parsers import FrameCache, open_profile
 
 TASK_SCHEMA = {
-    "row": pl.UInt32, "card": pl.String, "op_name": pl.String, "op_type": pl.String,
-    "task_type": pl.String, "op_state": pl.String, "is_aclnn": pl.Boolean, "duration_us": pl.Float64,
-    "wait_us": pl.Float64, "input_shapes": pl.String, "input_dtypes": pl.String, "wait_cause": pl.String,
+    "row": pl.UInt32,
+    "card": pl.String,
+    "op_name": pl.String,
+    "op_type": pl.String,
+    "task_type": pl.String,
+    "op_state": pl.String,
+    "is_aclnn": pl.Boolean,
+    "duration_us": pl.Float64,
+    "wait_us": pl.Float64,
+    "input_shapes": pl.String,
+    "input_dtypes": pl.String,
+    "wait_cause": pl.String,
 }
 TASKS = pl.DataFrame(
     [
-        (0, "0", "aclnnMatmul_MatMulCommon_MatMulV2", "MatMulV2", "AI_CORE", "static", True, 500.0, 0.0,
-         "8,4096;4096,4096", "BF16;BF16", None),
-        (1, "0", "Cast_1", "Cast", "AI_VECTOR_CORE", "dynamic", False, 20.0, 1500.0, "8,4096", "FLOAT16",
-         "recompilation"),
-        (2, "0", "FlashAttentionScore_3", "FlashAttentionScore", "MIX_AIC", "dynamic", True, 1000.0, 10.0,
-         "1,8,2048,128", "bf16", "expected"),
+        (
+            0,
+            "0",
+            "aclnnMatmul_MatMulCommon_MatMulV2",
+            "MatMulV2",
+            "AI_CORE",
+            "static",
+            True,
+            500.0,
+            0.0,
+            "8,4096;4096,4096",
+            "BF16;BF16",
+            None,
+        ),
+        (
+            1,
+            "0",
+            "Cast_1",
+            "Cast",
+            "AI_VECTOR_CORE",
+            "dynamic",
+            False,
+            20.0,
+            1500.0,
+            "8,4096",
+            "FLOAT16",
+            "recompilation",
+        ),
+        (
+            2,
+            "0",
+            "FlashAttentionScore_3",
+            "FlashAttentionScore",
+            "MIX_AIC",
+            "dynamic",
+            True,
+            1000.0,
+            10.0,
+            "1,8,2048,128",
+            "bf16",
+            "expected",
+        ),
         (3, "1", "NonZero_7", "NonZero", "AI_CPU", "static", False, 2000.0, 3000.0, "64", "INT64", "host_op"),
         (4, "1", "aten::mm", "MatMulV3", "AI_CORE", None, True, 1000.0, None, None, None, "unexplained"),
-        (5, "1", "hcom allReduce_5", "hcom_allReduce", "COMMUNICATION", None, None, 300.0, 20.0, None, None,
-         None),
-        (6, "0", "FlashAttentionScoreGrad_4", "FlashAttentionScoreGrad", "MIX_AIV", "dynamic", False, 700.0,
-         5.0, "1,8,2048,128", "BF16", None),
+        (5, "1", "hcom allReduce_5", "hcom_allReduce", "COMMUNICATION", None, None, 300.0, 20.0, None, None, None),
+        (
+            6,
+            "0",
+            "FlashAttentionScoreGrad_4",
+            "FlashAttentionScoreGrad",
+            "MIX_AIV",
+            "dynamic",
+            False,
+            700.0,
+            5.0,
+            "1,8,2048,128",
+            "BF16",
+            None,
+        ),
     ],
     schema=TASK_SCHEMA,
     orient="row",
@@ -123,10 +179,15 @@ def test_each_form_and_its_negation(query, expected):
 
 
 BIG_REPEAT = 17_500  # 122,500 rows: large enough for the distinct-value lookup of repetitive columns
-BIG = pl.concat([TASKS.drop("row")] * BIG_REPEAT).with_row_index("row").with_columns(
-    # Unique op names: this column takes the row-by-row path, the others the distinct-value one.
-    pl.format("{}#{}", pl.col("op_name"), pl.col("row"))
-).rechunk()
+BIG = (
+    pl.concat([TASKS.drop("row")] * BIG_REPEAT)
+    .with_row_index("row")
+    .with_columns(
+        # Unique op names: this column takes the row-by-row path, the others the distinct-value one.
+        pl.format("{}#{}", pl.col("op_name"), pl.col("row"))
+    )
+    .rechunk()
+)
 
 
 def _big_rows(small_rows: list[int]) -> list[int]:
@@ -150,32 +211,38 @@ def test_negated_comparison_keeps_rows_without_a_value():
     assert 4 in rows("-wait<=10") and 4 in rows("-wait>10")
 
 
-@pytest.mark.parametrize("query,expected", [
-    ('"allReduce hcom"', []),  # one phrase, in this order
-    ("allReduce hcom", [5]),  # two terms
-    ('"hcom allreduce"', [5]),
-    ('name:"hcom allreduce"', [5]),
-    ('-"hcom allreduce"', [0, 1, 2, 3, 4, 6]),
-    ('"aclnn"', [0]),  # quoted: text in the op name, not the aclnn flag
-    ('"dur>1000"', []),  # quoted: text, not a comparison
-    ('"type:Cast"', []),
-    ('"-cast"', []),  # the dash is inside the quotes: text, not negation
-    ('""', ALL),
-])
+@pytest.mark.parametrize(
+    "query,expected",
+    [
+        ('"allReduce hcom"', []),  # one phrase, in this order
+        ("allReduce hcom", [5]),  # two terms
+        ('"hcom allreduce"', [5]),
+        ('name:"hcom allreduce"', [5]),
+        ('-"hcom allreduce"', [0, 1, 2, 3, 4, 6]),
+        ('"aclnn"', [0]),  # quoted: text in the op name, not the aclnn flag
+        ('"dur>1000"', []),  # quoted: text, not a comparison
+        ('"type:Cast"', []),
+        ('"-cast"', []),  # the dash is inside the quotes: text, not negation
+        ('""', ALL),
+    ],
+)
 def test_quoting(query, expected):
     assert rows(query) == expected
 
 
-@pytest.mark.parametrize("query,expected", [
-    ("matmul dur>600", [4]),
-    ("core:mix -type:*Grad", [2]),
-    ("card:0 aclnn -cause:any", [0]),
-    ("type:MatMul* card:1 cause:unexplained", [4]),
-    ("cause:any -cause:expected wait>1000", [1, 3]),
-    ("flash   dtype:bf16\tstate:dynamic", [2, 6]),
-    ("-card:0 -core:AI_CPU -aclnn", [5]),
-    ("matmul -matmul", []),
-])
+@pytest.mark.parametrize(
+    "query,expected",
+    [
+        ("matmul dur>600", [4]),
+        ("core:mix -type:*Grad", [2]),
+        ("card:0 aclnn -cause:any", [0]),
+        ("type:MatMul* card:1 cause:unexplained", [4]),
+        ("cause:any -cause:expected wait>1000", [1, 3]),
+        ("flash   dtype:bf16\tstate:dynamic", [2, 6]),
+        ("-card:0 -core:AI_CPU -aclnn", [5]),
+        ("matmul -matmul", []),
+    ],
+)
 def test_terms_are_and_ed(query, expected):
     assert rows(query) == expected
 
@@ -197,24 +264,27 @@ def test_terms_are_kept_as_typed():
         q.text = "other"  # frozen
 
 
-@pytest.mark.parametrize("text,bad", [
-    ("dur>abc", "dur>abc"),
-    ("matmul dur>abc", "dur>abc"),
-    ("wait<=1x", "wait<=1x"),
-    ("dur>", "dur>"),
-    ("dur>inf", "dur>inf"),
-    ("dur>1,000", "dur>1,000"),
-    ("foo:bar", "foo:bar"),
-    ("matmul -foo:bar", "-foo:bar"),
-    ('name:"abc', 'name:"abc'),
-    ('matmul "unbalanced phrase', '"unbalanced phrase'),
-    ("type:", "type:"),
-    ("cause:maybe", "cause:maybe"),
-    ("dur:5", "dur:5"),
-    ("size>5", "size>5"),
-    ("dur > 5", ">"),
-    ("-", "-"),
-])
+@pytest.mark.parametrize(
+    "text,bad",
+    [
+        ("dur>abc", "dur>abc"),
+        ("matmul dur>abc", "dur>abc"),
+        ("wait<=1x", "wait<=1x"),
+        ("dur>", "dur>"),
+        ("dur>inf", "dur>inf"),
+        ("dur>1,000", "dur>1,000"),
+        ("foo:bar", "foo:bar"),
+        ("matmul -foo:bar", "-foo:bar"),
+        ('name:"abc', 'name:"abc'),
+        ('matmul "unbalanced phrase', '"unbalanced phrase'),
+        ("type:", "type:"),
+        ("cause:maybe", "cause:maybe"),
+        ("dur:5", "dur:5"),
+        ("size>5", "size>5"),
+        ("dur > 5", ">"),
+        ("-", "-"),
+    ],
+)
 def test_bad_terms_raise_one_line_naming_the_term(text, bad):
     with pytest.raises(QueryError) as info:
         parse_query(text)
@@ -224,8 +294,22 @@ def test_bad_terms_raise_one_line_naming_the_term(text, bad):
     assert err.term == bad
     assert "\n" not in msg
     assert msg.startswith(f"bad filter term {bad!r}: ")
-    for form in ("type:Cast", "name:", "core:AI_CPU", "dur>1000", "wait>", "cause:", "aclnn", "aclop",
-                 "shape:", "dtype:", "card:", "state:", '"quoted text"', "-term"):
+    for form in (
+        "type:Cast",
+        "name:",
+        "core:AI_CPU",
+        "dur>1000",
+        "wait>",
+        "cause:",
+        "aclnn",
+        "aclop",
+        "shape:",
+        "dtype:",
+        "card:",
+        "state:",
+        '"quoted text"',
+        "-term",
+    ):
         assert form in msg
 
 
@@ -251,11 +335,15 @@ def test_filter_keeps_columns_and_order():
 
 
 def test_filter_on_a_diagnosed_tiny_profile():
-    diag = diagnose(profile([
-        task("MatMul_1", 0, 100, op_type="MatMulV2", shapes="8,4096", dtypes="BF16"),
-        task("Where_2", 200, 30, op_type="Where", task_type="AI_CPU", state="dynamic"),
-        task("Add_3", 300, 5, op_type="Add", task_type="AI_VECTOR_CORE"),
-    ]))
+    diag = diagnose(
+        profile(
+            [
+                task("MatMul_1", 0, 100, op_type="MatMulV2", shapes="8,4096", dtypes="BF16"),
+                task("Where_2", 200, 30, op_type="Where", task_type="AI_CPU", state="dynamic"),
+                task("Add_3", 300, 5, op_type="Add", task_type="AI_VECTOR_CORE"),
+            ]
+        )
+    )
     names = lambda q: filter_tasks(diag.tasks, parse_query(q))["op_name"].to_list()  # noqa: E731
     assert names("core:ai_cpu") == ["Where_2"]
     assert names("-core:ai_cpu dur>=5") == ["MatMul_1", "Add_3"]
@@ -274,8 +362,7 @@ STATS = pl.DataFrame(
         ("0", "FlashAttentionScore", "MIX_AIC", 2, 300.0),
         ("1", "NonZero", "AI_CPU", 1, 50.0),
     ],
-    schema={"card": pl.String, "op_type": pl.String, "core_type": pl.String, "count": pl.Int64,
-            "total_us": pl.Float64},
+    schema={"card": pl.String, "op_type": pl.String, "core_type": pl.String, "count": pl.Int64, "total_us": pl.Float64},
     orient="row",
 )
 
@@ -284,20 +371,23 @@ def types(query: str) -> list[str]:
     return filter_stats(STATS, parse_query(query))["op_type"].to_list()
 
 
-@pytest.mark.parametrize("query,expected", [
-    ("matmul", ["MatMulV2"]),
-    ("-matmul", ["Cast", "FlashAttentionScore", "NonZero"]),
-    ("type:cast", ["Cast"]),
-    ("type:MatMul*", ["MatMulV2"]),
-    ("-type:Cast card:0", ["MatMulV2", "FlashAttentionScore"]),
-    ("core:mix", ["FlashAttentionScore"]),
-    ("task:ai_cpu", ["NonZero"]),
-    ("-core:AI_CORE", ["Cast", "FlashAttentionScore", "NonZero"]),
-    ("card:1", ["NonZero"]),
-    # Task-only terms are ignored on op statistics.
-    ("name:zzz dur>1000 wait>5 cause:any aclnn aclop shape:9 dtype:INT8 state:x", STATS["op_type"].to_list()),
-    ("name:zzz matmul dur>1000", ["MatMulV2"]),
-])
+@pytest.mark.parametrize(
+    "query,expected",
+    [
+        ("matmul", ["MatMulV2"]),
+        ("-matmul", ["Cast", "FlashAttentionScore", "NonZero"]),
+        ("type:cast", ["Cast"]),
+        ("type:MatMul*", ["MatMulV2"]),
+        ("-type:Cast card:0", ["MatMulV2", "FlashAttentionScore"]),
+        ("core:mix", ["FlashAttentionScore"]),
+        ("task:ai_cpu", ["NonZero"]),
+        ("-core:AI_CORE", ["Cast", "FlashAttentionScore", "NonZero"]),
+        ("card:1", ["NonZero"]),
+        # Task-only terms are ignored on op statistics.
+        ("name:zzz dur>1000 wait>5 cause:any aclnn aclop shape:9 dtype:INT8 state:x", STATS["op_type"].to_list()),
+        ("name:zzz matmul dur>1000", ["MatMulV2"]),
+    ],
+)
 def test_filter_stats(query, expected):
     assert types(query) == expected
 
@@ -316,6 +406,7 @@ def test_filter_stats_on_the_demo():
 
 
 # --- sorting and totals ------------------------------------------------------------------------
+
 
 def test_sort_numeric_ties_by_row_in_both_directions():
     desc = sort_frame(TASKS, "duration_us", True)["row"].to_list()
@@ -387,13 +478,37 @@ def test_totals():
 
 # --- help and layering -------------------------------------------------------------------------
 
+
 def test_help_lists_every_form_and_its_examples_parse():
     lines = QUERY_HELP.splitlines()
     assert len(lines) > 5
-    for form in ("type:Cast", "type:MatMul*", "name:", "core:AI_CPU", "task:", "core:mix", "dur>1000",
-                 "dur>=", "dur<", "dur<=", "dur=", "wait>1000", "recompilation", "host_op", "expected",
-                 "unexplained", "any", "aclnn", "aclop", "shape:8,4096", "dtype:BF16", "card:0",
-                 "state:dynamic", '"quoted text"', "-term"):
+    for form in (
+        "type:Cast",
+        "type:MatMul*",
+        "name:",
+        "core:AI_CPU",
+        "task:",
+        "core:mix",
+        "dur>1000",
+        "dur>=",
+        "dur<",
+        "dur<=",
+        "dur=",
+        "wait>1000",
+        "recompilation",
+        "host_op",
+        "expected",
+        "unexplained",
+        "any",
+        "aclnn",
+        "aclop",
+        "shape:8,4096",
+        "dtype:BF16",
+        "card:0",
+        "state:dynamic",
+        '"quoted text"',
+        "-term",
+    ):
         assert form in QUERY_HELP, form
     examples = [line.split()[0] for line in lines if line.startswith("  ")]
     assert len(examples) >= 10
@@ -414,12 +529,35 @@ def test_query_and_export_import_no_ui_library():
 # --- properties of the filter language -------------------------------------------------------------
 
 
-TERMS = st.sampled_from([
-    "matmul", "cast", '"Cast_1"', "name:gather", "type:Cast", "type:MatMul*", "core:AI_CPU", "core:mix",
-    "task:AI_CORE", "dur>100", "dur>=500", "dur<1ms", "wait>1000", "wait=10", "cause:recompilation",
-    "cause:host", "cause:any", "cause:none", "aclnn", "aclop", "shape:8,4096", "dtype:bf16", "card:0",
-    "state:dynamic", "aten::mm",
-])
+TERMS = st.sampled_from(
+    [
+        "matmul",
+        "cast",
+        '"Cast_1"',
+        "name:gather",
+        "type:Cast",
+        "type:MatMul*",
+        "core:AI_CPU",
+        "core:mix",
+        "task:AI_CORE",
+        "dur>100",
+        "dur>=500",
+        "dur<1ms",
+        "wait>1000",
+        "wait=10",
+        "cause:recompilation",
+        "cause:host",
+        "cause:any",
+        "cause:none",
+        "aclnn",
+        "aclop",
+        "shape:8,4096",
+        "dtype:bf16",
+        "card:0",
+        "state:dynamic",
+        "aten::mm",
+    ]
+)
 QUERIES = st.lists(st.tuples(st.booleans(), TERMS), max_size=4).map(
     lambda ts: " ".join(("-" if neg else "") + t for neg, t in ts)
 )
@@ -455,6 +593,7 @@ def test_a_term_and_its_negation_split_the_tasks(term):
 
 # --- the terms drill-downs use: alternatives, kinds, Block Dim, relative durations, sequences --
 
+
 def _kernels() -> pl.DataFrame:
     """One card: an RmsNorm sequence (Rsqrt, Mul), a collective that is not aclop although
     its name is no aclnn, a CPU task, an application's own kernel and its second call."""
@@ -471,33 +610,45 @@ def _kernels() -> pl.DataFrame:
     ]
     return pl.DataFrame(
         [(i, "0", *r[:3], r[3], r[4], i * 1000, r[5], r[6], 0.0) for i, r in enumerate(rows)],
-        schema={"row": pl.UInt32, "card": pl.String, "op_name": pl.String, "op_type": pl.String,
-                "task_type": pl.String, "is_aclnn": pl.Boolean, "duration_us": pl.Float64,
-                "start_ns": pl.Int64, "block_num": pl.Int64, "wait_confidence": pl.String,
-                "wait_us": pl.Float64},
+        schema={
+            "row": pl.UInt32,
+            "card": pl.String,
+            "op_name": pl.String,
+            "op_type": pl.String,
+            "task_type": pl.String,
+            "is_aclnn": pl.Boolean,
+            "duration_us": pl.Float64,
+            "start_ns": pl.Int64,
+            "block_num": pl.Int64,
+            "wait_confidence": pl.String,
+            "wait_us": pl.Float64,
+        },
         orient="row",
     )
 
 
-@pytest.mark.parametrize("query, expected", [
-    ("aclop", [0, 1, 3, 7]),  # not the collective, the CPU task, aclnn or the own kernel's core task
-    ("aclnn", [4]),
-    ("kind:compute", [0, 1, 3, 4, 5, 6, 7]),
-    ("kind:comm", [2]),
-    ("-kind:communication", [0, 1, 3, 4, 5, 6, 7]),
-    ("kind:custom", [6, 7]),
-    ("block<10", [2, 3, 6, 7]),
-    ("block>0 block<10", [3, 6, 7]),
-    ("core:AI_VECTOR_CORE block<24 | core:AI_CPU", [3, 6, 7]),
-    ("type:Mul | type:Rsqrt | kind:comm", [0, 1, 2, 3]),
-    ("type:Mul dur>10 | type:Rsqrt", [0, 3]),
-    ("dur>=1.5xavg", [3]),  # Mul: mean 16.5, 30 >= 24.75; add_custom's two task types are apart
-    ("dur>=1xavg", [0, 2, 3, 4, 5, 6, 7]),
-    ("fused:RmsNorm", [0, 1]),
-    ("fused:rmsnorm -type:Mul", [0]),
-    ("confidence:suspected", [4, 6]),
-    ("-confidence:suspected", [0, 1, 2, 3, 5, 7]),
-])
+@pytest.mark.parametrize(
+    "query, expected",
+    [
+        ("aclop", [0, 1, 3, 7]),  # not the collective, the CPU task, aclnn or the own kernel's core task
+        ("aclnn", [4]),
+        ("kind:compute", [0, 1, 3, 4, 5, 6, 7]),
+        ("kind:comm", [2]),
+        ("-kind:communication", [0, 1, 3, 4, 5, 6, 7]),
+        ("kind:custom", [6, 7]),
+        ("block<10", [2, 3, 6, 7]),
+        ("block>0 block<10", [3, 6, 7]),
+        ("core:AI_VECTOR_CORE block<24 | core:AI_CPU", [3, 6, 7]),
+        ("type:Mul | type:Rsqrt | kind:comm", [0, 1, 2, 3]),
+        ("type:Mul dur>10 | type:Rsqrt", [0, 3]),
+        ("dur>=1.5xavg", [3]),  # Mul: mean 16.5, 30 >= 24.75; add_custom's two task types are apart
+        ("dur>=1xavg", [0, 2, 3, 4, 5, 6, 7]),
+        ("fused:RmsNorm", [0, 1]),
+        ("fused:rmsnorm -type:Mul", [0]),
+        ("confidence:suspected", [4, 6]),
+        ("-confidence:suspected", [0, 1, 2, 3, 5, 7]),
+    ],
+)
 def test_drill_down_terms(query, expected):
     assert rows(query, _kernels()) == expected
 
@@ -511,16 +662,19 @@ def test_alternatives_split_at_a_lone_bar_only():
     assert filter_stats(STATS, parse_query("type:Cast | dur>5")).height == STATS.height
 
 
-@pytest.mark.parametrize("query, word", [
-    ("| type:Mul", "both sides"),
-    ("type:Mul |", "both sides"),
-    ("type:Mul | | type:Add", "both sides"),
-    ("kind:gpu", "unknown kind"),
-    ("fused:NoSuchOp", "no fused operator"),
-    ("confidence:maybe", "unknown confidence"),
-    ("block<ten", "not a number"),
-    ("dur>=xavg", "not a number"),
-])
+@pytest.mark.parametrize(
+    "query, word",
+    [
+        ("| type:Mul", "both sides"),
+        ("type:Mul |", "both sides"),
+        ("type:Mul | | type:Add", "both sides"),
+        ("kind:gpu", "unknown kind"),
+        ("fused:NoSuchOp", "no fused operator"),
+        ("confidence:maybe", "unknown confidence"),
+        ("block<ten", "not a number"),
+        ("dur>=xavg", "not a number"),
+    ],
+)
 def test_drill_down_terms_report_their_errors(query, word):
     with pytest.raises(QueryError) as exc:
         parse_query(query)

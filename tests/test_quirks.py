@@ -98,7 +98,12 @@ def test_torch_npu_renamed_columns(tmp_path):
     row = prof.tasks.row(0, named=True)
     assert prof.layout == "torch_npu"
     assert (row["op_name"], row["op_type"], row["task_type"]) == ("aclnnMul_MulAiCore_Mul", "Mul", "AI_VECTOR_CORE")
-    assert (row["step_id"], row["start_ns"], row["duration_us"], row["wait_us"]) == ("3", 1736413971558972912, 4.5, 1.25)
+    assert (row["step_id"], row["start_ns"], row["duration_us"], row["wait_us"]) == (
+        "3",
+        1736413971558972912,
+        4.5,
+        1.25,
+    )
     assert row["input_shapes"] == "8,8;8,8"
 
 
@@ -137,8 +142,22 @@ def test_start_to_ns_is_exact(whole, frac, tab, quoted):
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.sampled_from(["1717575960208020.758\t", "1717575960208020.75", "1717575960208020",
-                                 "5.42118E+14", '"1717575960208020.001\t"', None]), min_size=1, max_size=8))
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "1717575960208020.758\t",
+                "1717575960208020.75",
+                "1717575960208020",
+                "5.42118E+14",
+                '"1717575960208020.001\t"',
+                None,
+            ]
+        ),
+        min_size=1,
+        max_size=8,
+    )
+)
 def test_fast_and_general_time_paths_agree(cells):
     series = pl.Series(cells, dtype=pl.String)
     general = series.to_frame("s").select(start_to_ns("s", 1000))["s"]
@@ -157,11 +176,52 @@ def test_timeline_float_and_string_ts_and_big_flow_ids(tmp_path):
         {"name": "process_name", "pid": 7, "tid": 0, "ph": "M", "args": {"name": "Ascend Hardware"}},
         {"name": "process_labels", "pid": 7, "tid": 0, "ph": "M", "args": {"labels": "NPU 3"}},
         {"name": "process_name", "pid": 5, "tid": 0, "ph": "M", "args": {"name": "CANN"}},
-        {"name": "AscendCL@aclopCompileAndExecute", "pid": 5, "tid": 9, "ts": "1717575960208020.750", "dur": 990.0, "ph": "X", "args": {"connection_id": 1}},
-        {"name": "HostToDevice1", "pid": 5, "tid": 9, "ph": "s", "cat": "HostToDevice", "id": big, "ts": "1717575960208020.750"},
-        {"name": "Add", "pid": 7, "tid": 1, "ts": "1717575960209020.758", "dur": 1.5, "ph": "X", "args": {"Task Type": "AI_VECTOR_CORE", "Physic Stream Id": 1, "Task Id": 10, "connection_id": 1}},
-        {"name": "HostToDevice1", "pid": 7, "tid": 1, "ph": "f", "bp": "e", "cat": "HostToDevice", "id": big, "ts": "1717575960209020.758"},
-        {"name": "Mul", "pid": 7, "tid": 1, "ts": 542118179416.19, "dur": 2.0, "ph": "X", "args": {"Task Type": "AI_CORE", "Stream Id": 2, "Task Id": 11}},
+        {
+            "name": "AscendCL@aclopCompileAndExecute",
+            "pid": 5,
+            "tid": 9,
+            "ts": "1717575960208020.750",
+            "dur": 990.0,
+            "ph": "X",
+            "args": {"connection_id": 1},
+        },
+        {
+            "name": "HostToDevice1",
+            "pid": 5,
+            "tid": 9,
+            "ph": "s",
+            "cat": "HostToDevice",
+            "id": big,
+            "ts": "1717575960208020.750",
+        },
+        {
+            "name": "Add",
+            "pid": 7,
+            "tid": 1,
+            "ts": "1717575960209020.758",
+            "dur": 1.5,
+            "ph": "X",
+            "args": {"Task Type": "AI_VECTOR_CORE", "Physic Stream Id": 1, "Task Id": 10, "connection_id": 1},
+        },
+        {
+            "name": "HostToDevice1",
+            "pid": 7,
+            "tid": 1,
+            "ph": "f",
+            "bp": "e",
+            "cat": "HostToDevice",
+            "id": big,
+            "ts": "1717575960209020.758",
+        },
+        {
+            "name": "Mul",
+            "pid": 7,
+            "tid": 1,
+            "ts": 542118179416.19,
+            "dur": 2.0,
+            "ph": "X",
+            "args": {"Task Type": "AI_CORE", "Stream Id": 2, "Task Id": 11},
+        },
     ]
     prof = open_profile(_trace(tmp_path, "msprof_20240101000000.json", events), cache=FrameCache(enabled=False))
     ev = prof.events
@@ -179,9 +239,36 @@ def test_paddle_trace_quirks(tmp_path):
     trace = {
         "displayTimeUnit": "ms",
         "traceEvents": [
-            {"name": "ProfileStep#100[3.735 ms]", "pid": 1, "tid": "1(Python)", "ts": 1795955688274312, "dur": 3735.001, "ph": "X", "cat": "ProfileStep", "args": {}},
-            {"name": "matmul dygraph[144.544 us]", "pid": 1, "tid": "1(C++)", "ts": 1795955688274738, "dur": 144.544, "ph": "X", "cat": "Operator", "args": {}},
-            {"name": "relu dygraph[1.200 ms]", "pid": 1, "tid": "1(C++)", "ts": 1795955688276000, "dur": 1200.0, "ph": "X", "cat": "Operator", "args": {}},
+            {
+                "name": "ProfileStep#100[3.735 ms]",
+                "pid": 1,
+                "tid": "1(Python)",
+                "ts": 1795955688274312,
+                "dur": 3735.001,
+                "ph": "X",
+                "cat": "ProfileStep",
+                "args": {},
+            },
+            {
+                "name": "matmul dygraph[144.544 us]",
+                "pid": 1,
+                "tid": "1(C++)",
+                "ts": 1795955688274738,
+                "dur": 144.544,
+                "ph": "X",
+                "cat": "Operator",
+                "args": {},
+            },
+            {
+                "name": "relu dygraph[1.200 ms]",
+                "pid": 1,
+                "tid": "1(C++)",
+                "ts": 1795955688276000,
+                "dur": 1200.0,
+                "ph": "X",
+                "cat": "Operator",
+                "args": {},
+            },
             {"name": "thread_name", "pid": 1, "tid": "1(C++)", "ph": "M", "args": {"name": "thread 1:MainThread(C++)"}},
             {},
         ],

@@ -20,22 +20,33 @@ def _causes(diag):
 
 # --- dominant_op_type ---------------------------------------------------------------------
 
+
 def _stat(rows):
     return pl.DataFrame(
         rows,
-        schema={"card": pl.String, "op_type": pl.String, "core_type": pl.String, "count": pl.Int64,
-                "total_us": pl.Float64, "min_us": pl.Float64, "avg_us": pl.Float64, "max_us": pl.Float64,
-                "ratio_pct": pl.Float64},
+        schema={
+            "card": pl.String,
+            "op_type": pl.String,
+            "core_type": pl.String,
+            "count": pl.Int64,
+            "total_us": pl.Float64,
+            "min_us": pl.Float64,
+            "avg_us": pl.Float64,
+            "max_us": pl.Float64,
+            "ratio_pct": pl.Float64,
+        },
         orient="row",
     )
 
 
 def test_dominant_non_matrix_is_warning_matrix_is_info():
-    stat = _stat([
-        ("0", "TransData", "AI_CORE", 10, 400.0, 40.0, 40.0, 40.0, 40.0),
-        ("0", "MatMulV2", "AI_CORE", 10, 450.0, 45.0, 45.0, 45.0, 45.0),
-        ("0", "Add", "AI_VECTOR_CORE", 10, 150.0, 15.0, 15.0, 15.0, 15.0),
-    ])
+    stat = _stat(
+        [
+            ("0", "TransData", "AI_CORE", 10, 400.0, 40.0, 40.0, 40.0, 40.0),
+            ("0", "MatMulV2", "AI_CORE", 10, 450.0, 45.0, 45.0, 45.0, 45.0),
+            ("0", "Add", "AI_VECTOR_CORE", 10, 150.0, 15.0, 15.0, 15.0, 15.0),
+        ]
+    )
     diag = diagnose(profile([task("TransData", 0, 40)], stat=stat))
     found = {f.op_types[0]: f for f in _rule(diag, "dominant_op_type")}
     assert set(found) == {"TransData", "MatMulV2"}
@@ -46,16 +57,19 @@ def test_dominant_non_matrix_is_warning_matrix_is_info():
 
 
 def test_dominant_below_threshold_and_matrix_on_ai_cpu():
-    stat = _stat([
-        ("0", "Cast", "AI_CORE", 10, 399.0, 1.0, 1.0, 1.0, 39.99),
-        ("0", "MatMul", "AI_CPU", 10, 601.0, 1.0, 1.0, 1.0, 60.01),
-    ])
+    stat = _stat(
+        [
+            ("0", "Cast", "AI_CORE", 10, 399.0, 1.0, 1.0, 1.0, 39.99),
+            ("0", "MatMul", "AI_CPU", 10, 601.0, 1.0, 1.0, 1.0, 60.01),
+        ]
+    )
     diag = diagnose(profile([task("Cast", 0, 1)], stat=stat))
     (only,) = _rule(diag, "dominant_op_type")
     assert only.op_types == ("MatMul",) and only.severity == "warning"  # matrix, but not on AI_CORE
 
 
 # --- long_task, duration_outlier, ai_cpu --------------------------------------------------
+
 
 def test_long_task_counts_only_tasks_over_threshold():
     tasks = [task("Conv", 0, 1000.0), task("Conv", 2000, 1000.5), task("Conv", 4000, 3000), task("Add", 8000, 5)]
@@ -95,6 +109,7 @@ def test_ai_cpu_over_20us_only():
 
 
 # --- wait attribution with a timeline ------------------------------------------------------
+
 
 def _gap_profile(host_events, *, step_event=False):
     """Add ends at 10 us; Mul starts at 1010 us: a 1000 us device gap before Mul."""
@@ -155,6 +170,7 @@ def test_many_compile_calls_without_attributed_waits():
 
 # --- wait attribution without a timeline ---------------------------------------------------
 
+
 def test_no_timeline_first_shape_aclop_is_suspected_recompilation():
     tasks = [
         task("ReduceSum", 0, 10, shapes="8,8"),
@@ -182,10 +198,12 @@ def test_no_timeline_step_id_change_is_expected():
 
 # --- info rules ----------------------------------------------------------------------------
 
+
 def test_aclop_share_counts_calls_and_time():
     tasks = [
         task("aclnnMatmul_MatMulCommon_MatMulV2", 0, 30, op_type="MatMulV2"),
-        task("Cast", 100, 10), task("Cast", 200, 10),
+        task("Cast", 100, 10),
+        task("Cast", 200, 10),
         task("hcom_allReduce__1", 300, 50, op_type="allReduce", task_type="COMMUNICATION"),
     ]
     (f,) = _rule(diagnose(profile(tasks)), "aclop_share")
@@ -207,19 +225,28 @@ def test_data_gaps_lists_what_is_missing():
     # A derived op_statistic is what msprof computes from the same tasks: a note, not a gap.
     assert "derived" not in f.title
     assert "only 1 operator task(s): a small sample" in f.title
-    full = profile([task("Add", 0, 1)], [event("Node@launch", 0, 1)], pmu=True,
-                   stat=_stat([("0", "Add", "AI_CORE", 1, 1.0, 1.0, 1.0, 1.0, 100.0)]))
+    full = profile(
+        [task("Add", 0, 1)],
+        [event("Node@launch", 0, 1)],
+        pmu=True,
+        stat=_stat([("0", "Add", "AI_CORE", 1, 1.0, 1.0, 1.0, 1.0, 100.0)]),
+    )
     (only,) = _rule(diagnose(full), "data_gaps")
     assert only.count == 1 and "small sample" in only.title
     many = [task("Add", 10 * i, 1) for i in range(rules.SMALL_SAMPLE_TASKS)]
-    full = profile(many, [event("Node@launch", 0, 1)], pmu=True,
-                   stat=_stat([("0", "Add", "AI_CORE", len(many), 100.0, 1.0, 1.0, 1.0, 100.0)]))
+    full = profile(
+        many,
+        [event("Node@launch", 0, 1)],
+        pmu=True,
+        stat=_stat([("0", "Add", "AI_CORE", len(many), 100.0, 1.0, 1.0, 1.0, 100.0)]),
+    )
     assert _rule(diagnose(full), "data_gaps") == []
 
 
 def test_findings_ordered_by_time_at_stake_and_per_card():
     tasks = [
-        task("Conv", 0, 1500), task("Conv", 2000, 5000, card="1"),
+        task("Conv", 0, 1500),
+        task("Conv", 2000, 5000, card="1"),
         task("NonZero", 10000, 30, task_type="AI_CPU"),
     ]
     diag = diagnose(profile(tasks))
@@ -231,6 +258,7 @@ def test_findings_ordered_by_time_at_stake_and_per_card():
 
 
 # --- thresholds file -----------------------------------------------------------------------
+
 
 def test_thresholds_from_toml(tmp_path):
     path = tmp_path / "rules.toml"
@@ -251,6 +279,7 @@ def test_thresholds_from_toml(tmp_path):
 
 
 # --- an application's own kernel (custom Ascend C kernel) -----------------------------------
+
 
 def test_compile_api_before_a_custom_kernel_names_another_operator():
     """An Ascend C kernel is built ahead of time: a compile call over the gap before it was

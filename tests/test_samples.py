@@ -103,9 +103,7 @@ def test_golden_msprof_json(samples):
     assert events.height == len(non_meta)
     assert events["name"].to_list() == [e["name"] for e in non_meta]
     assert events["ts_ns"].to_list() == [_ns(e["ts"]) for e in non_meta]
-    assert events["dur_ns"].to_list() == [
-        None if "dur" not in e else round(e["dur"] * 1000) for e in non_meta
-    ]
+    assert events["dur_ns"].to_list() == [None if "dur" not in e else round(e["dur"] * 1000) for e in non_meta]
     # Processes come from process_name metadata, even when it follows the events.
     by_name = dict(zip(events["name"], events["process"]))
     assert by_name["Node@launch"] == "CANN"
@@ -115,7 +113,10 @@ def test_golden_msprof_json(samples):
     assert threads["MatMulV3"] == "Stream 1"
     mm = events.filter(pl.col("name") == "MatMulV3").row(0, named=True)
     assert (mm["task_type"], mm["stream_id"], mm["task_id"], mm["connection_id"]) == (
-        "AI_VECTOR_CORE", "1", "10", "2345",
+        "AI_VECTOR_CORE",
+        "1",
+        "10",
+        "2345",
     )
     flows = events.filter(pl.col("cat") == "HostToDevice")
     assert flows["flow_id"].to_list() == [e["id"] for e in non_meta if e.get("cat") == "HostToDevice"]
@@ -132,8 +133,7 @@ def test_cann5x_ns_start_times_and_quoted_shapes(samples):
     _check_task_schema(t)
     assert t.height == len(rows) == 4
     expected = sorted(
-        (_ns(r["Task Start Time"], 1), r["Input Shapes"].strip('"'), float(r["Task Duration(us)"]))
-        for r in rows
+        (_ns(r["Task Start Time"], 1), r["Input Shapes"].strip('"'), float(r["Task Duration(us)"])) for r in rows
     )
     got = list(zip(t["start_ns"], t["input_shapes"], t["duration_us"]))
     assert got == expected  # rows come out in time order
@@ -177,8 +177,16 @@ def test_torch_npu_kernel_details(samples):
     )
     got = list(
         zip(
-            t["start_ns"], t["op_name"], t["op_type"], t["task_type"], t["duration_us"],
-            t["wait_us"], t["step_id"], t["block_num"], t["input_shapes"], t["input_dtypes"],
+            t["start_ns"],
+            t["op_name"],
+            t["op_type"],
+            t["task_type"],
+            t["duration_us"],
+            t["wait_us"],
+            t["step_id"],
+            t["block_num"],
+            t["input_shapes"],
+            t["input_dtypes"],
         )
     )
     assert got == expected
@@ -210,9 +218,13 @@ def test_timeline_of_another_run_is_left_out_with_a_note(samples):
     assert prof.events.height == 0
     note = next(n for n in prof.notes if "far outside the device activity" in n)
     assert "3,638 timeline event(s)" in note
-    assert prof.span_ns("0") == prof.tasks.select(
-        (pl.col("start_ns") + (pl.col("duration_us") * 1000).round(0).cast(pl.Int64)).max() - pl.col("start_ns").min()
-    ).item()
+    assert (
+        prof.span_ns("0")
+        == prof.tasks.select(
+            (pl.col("start_ns") + (pl.col("duration_us") * 1000).round(0).cast(pl.Int64)).max()
+            - pl.col("start_ns").min()
+        ).item()
+    )
 
 
 def test_paddle_cpu_trace(samples):
@@ -249,11 +261,18 @@ def test_paddle_cpu_trace(samples):
 def test_golden_header_variants(samples, tmp_path, header_file, expected_pmu):
     header = next(csv.reader(open(samples / "msprof_golden" / header_file)))
     values = {
-        "Device_id": "1", "Model ID": "4294967295", "Task ID": "N/A", "Stream ID": "N/A",
-        "Op Name": "hcom_allReduce__123_0_1", "OP Type": "hcom_allReduce_",
-        "OP State": "N/A", "Task Type": "COMMUNICATION",
-        "Task Start Time(us)": "1717575960208020.758\t", "Task Duration(us)": "12.500",
-        "Task Wait Time(us)": "0.000000", "Context ID": "N/A",
+        "Device_id": "1",
+        "Model ID": "4294967295",
+        "Task ID": "N/A",
+        "Stream ID": "N/A",
+        "Op Name": "hcom_allReduce__123_0_1",
+        "OP Type": "hcom_allReduce_",
+        "OP State": "N/A",
+        "Task Type": "COMMUNICATION",
+        "Task Start Time(us)": "1717575960208020.758\t",
+        "Task Duration(us)": "12.500",
+        "Task Wait Time(us)": "0.000000",
+        "Context ID": "N/A",
     }
     target = tmp_path / "op_summary_20240605100000.csv"
     with open(target, "w", newline="") as fh:

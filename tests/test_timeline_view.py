@@ -31,12 +31,28 @@ def tasks(*rows: tuple) -> pl.DataFrame:
     recs = []
     for r in rows:
         ttype, start, dur, wait, cause, *rest = r
-        recs.append({
-            "card": rest[0] if rest else "0", "op_name": ttype, "op_type": ttype, "task_type": ttype,
-            "start_ns": T0 + start, "duration_us": dur / 1000, "wait_us": wait / 1000, "wait_cause": cause,
-        })
-    schema = {"card": pl.String, "op_name": pl.String, "op_type": pl.String, "task_type": pl.String,
-              "start_ns": pl.Int64, "duration_us": pl.Float64, "wait_us": pl.Float64, "wait_cause": pl.String}
+        recs.append(
+            {
+                "card": rest[0] if rest else "0",
+                "op_name": ttype,
+                "op_type": ttype,
+                "task_type": ttype,
+                "start_ns": T0 + start,
+                "duration_us": dur / 1000,
+                "wait_us": wait / 1000,
+                "wait_cause": cause,
+            }
+        )
+    schema = {
+        "card": pl.String,
+        "op_name": pl.String,
+        "op_type": pl.String,
+        "task_type": pl.String,
+        "start_ns": pl.Int64,
+        "duration_us": pl.Float64,
+        "wait_us": pl.Float64,
+        "wait_cause": pl.String,
+    }
     return pl.DataFrame(recs, schema=schema).with_row_index("row")
 
 
@@ -46,11 +62,25 @@ def events(*rows: tuple) -> pl.DataFrame:
     for name, start, dur, *rest in rows:
         card = rest[0] if rest else "0"
         ph = rest[1] if len(rest) > 1 else "X"
-        recs.append({
-            "card": card, "process": "CANN", "thread": "t", "pid": "1", "tid": "1", "name": name, "ph": ph,
-            "ts_ns": T0 + start, "dur_ns": dur, "cat": None, "flow_id": None, "task_type": None,
-            "stream_id": None, "task_id": None, "connection_id": None,
-        })
+        recs.append(
+            {
+                "card": card,
+                "process": "CANN",
+                "thread": "t",
+                "pid": "1",
+                "tid": "1",
+                "name": name,
+                "ph": ph,
+                "ts_ns": T0 + start,
+                "dur_ns": dur,
+                "cat": None,
+                "flow_id": None,
+                "task_type": None,
+                "stream_id": None,
+                "task_id": None,
+                "connection_id": None,
+            }
+        )
     return pl.DataFrame(recs, schema=EVENT_SCHEMA)
 
 
@@ -59,8 +89,9 @@ def view(views, name):
 
 
 def test_a_task_covering_half_a_column_is_level_half():
-    m = build_model(tasks(("AI_CORE", 0, 10, 0, None), ("AI_CORE", 1000, 500, 0, None),
-                          ("AI_CORE", 2500, 1000, 0, None)), None, "0")
+    m = build_model(
+        tasks(("AI_CORE", 0, 10, 0, None), ("AI_CORE", 1000, 500, 0, None), ("AI_CORE", 2500, 1000, 0, None)), None, "0"
+    )
     views = render(m, T0, T0 + 4000, 4)
     assert view(views, "AI_CORE").levels == (0.01, 0.5, 0.5, 0.5)
 
@@ -75,8 +106,9 @@ def test_levels_at_fractional_column_edges_are_exact():
 
 
 def test_overlapping_tasks_in_one_lane_clip_at_one():
-    m = build_model(tasks(("AI_CORE", 0, 1000, 0, None), ("AI_CORE", 0, 1000, 0, None),
-                          ("AI_CORE", 0, 500, 0, None)), None, "0")
+    m = build_model(
+        tasks(("AI_CORE", 0, 1000, 0, None), ("AI_CORE", 0, 1000, 0, None), ("AI_CORE", 0, 500, 0, None)), None, "0"
+    )
     assert view(render(m, T0, T0 + 2000, 2), "AI_CORE").levels == (1.0, 0.0)
 
 
@@ -109,19 +141,35 @@ def test_prefix_sums_switch_to_int128_when_int64_could_overflow():
 
 
 def test_lanes_are_ordered_grouped_and_empty_device_lanes_omitted():
-    m = build_model(tasks(("CPU", 0, 100, 0, None), ("HCCL", 0, 100, 0, None), ("MIX_AIV", 0, 100, 0, None),
-                          ("MIX_AIC", 200, 100, 0, None), ("AI_CORE", 0, 100, 0, None),
-                          ("COMMUNICATION", 400, 100, 0, None), ("AI_CPU", 0, 100, 0, None, "1")), None, "0")
+    m = build_model(
+        tasks(
+            ("CPU", 0, 100, 0, None),
+            ("HCCL", 0, 100, 0, None),
+            ("MIX_AIV", 0, 100, 0, None),
+            ("MIX_AIC", 200, 100, 0, None),
+            ("AI_CORE", 0, 100, 0, None),
+            ("COMMUNICATION", 400, 100, 0, None),
+            ("AI_CPU", 0, 100, 0, None, "1"),
+        ),
+        None,
+        "0",
+    )
     assert m.lane_names == ("AI_CORE", "MIX", "COMM", "OTHER", "idle")
     lanes = {lane.name: len(lane.intervals) for lane in m.lanes}
     assert lanes == {"AI_CORE": 1, "MIX": 2, "COMM": 2, "OTHER": 1, "idle": 0}
 
 
 def test_idle_lane_covers_the_wait_before_each_task_with_its_cause():
-    m = build_model(tasks(("AI_CORE", 0, 1000, 0, None),
-                          ("AI_CORE", 2000, 1000, 1000, "recompilation"),   # idle [1000, 2000)
-                          ("AI_CORE", 4000, 1000, 1000, None),              # short wait: no cause
-                          ("AI_CORE", 6000, 1000, 500, "host_op")), None, "0")  # idle [5500, 6000)
+    m = build_model(
+        tasks(
+            ("AI_CORE", 0, 1000, 0, None),
+            ("AI_CORE", 2000, 1000, 1000, "recompilation"),  # idle [1000, 2000)
+            ("AI_CORE", 4000, 1000, 1000, None),  # short wait: no cause
+            ("AI_CORE", 6000, 1000, 500, "host_op"),
+        ),
+        None,
+        "0",
+    )  # idle [5500, 6000)
     idle = view(render(m, T0, T0 + 7000, 7), "idle")
     assert idle.levels == (0.0, 1.0, 0.0, 1.0, 0.0, 0.5, 0.0)
     assert idle.causes == (None, "recompilation", None, None, None, "host_op", None)
@@ -130,11 +178,16 @@ def test_idle_lane_covers_the_wait_before_each_task_with_its_cause():
 
 
 def test_idle_cause_of_a_column_is_the_one_with_the_most_idle_time():
-    m = build_model(tasks(("AI_CORE", 300, 100, 300, "host_op"),         # idle [0, 300)
-                          ("AI_CORE", 1000, 100, 600, "recompilation"),  # idle [400, 1000)
-                          ("AI_CORE", 1500, 100, 400, "expected"),       # idle [1100, 1500)
-                          ("AI_CORE", 2000, 100, 400, "unexplained")),   # idle [1600, 2000)
-                   None, "0")
+    m = build_model(
+        tasks(
+            ("AI_CORE", 300, 100, 300, "host_op"),  # idle [0, 300)
+            ("AI_CORE", 1000, 100, 600, "recompilation"),  # idle [400, 1000)
+            ("AI_CORE", 1500, 100, 400, "expected"),  # idle [1100, 1500)
+            ("AI_CORE", 2000, 100, 400, "unexplained"),
+        ),  # idle [1600, 2000)
+        None,
+        "0",
+    )
     idle = view(render(m, T0, T0 + 2000, 2), "idle")
     assert idle.causes == ("recompilation", "unexplained")  # tie 400/400: unexplained first
     assert idle.levels == (0.9, 0.8)
@@ -142,13 +195,13 @@ def test_idle_cause_of_a_column_is_the_one_with_the_most_idle_time():
 
 def test_host_lanes_come_from_this_card_and_host_api_events_only():
     ev = events(
-        ("AscendCL@aclopCompileAndExecute", 0, 1000),           # compile, card 0
-        ("AscendCL@aclrtSynchronizeStream", 1000, 500),          # sync
-        ("AscendCL@aclrtMemcpy", 1500, 500, "host"),              # sync, host-wide
-        ("AscendCL@aclopCompileAndExecute", 2000, 1000, "1"),    # other card
-        ("Compile without api marker", 2000, 1000),              # not a host API event
+        ("AscendCL@aclopCompileAndExecute", 0, 1000),  # compile, card 0
+        ("AscendCL@aclrtSynchronizeStream", 1000, 500),  # sync
+        ("AscendCL@aclrtMemcpy", 1500, 500, "host"),  # sync, host-wide
+        ("AscendCL@aclopCompileAndExecute", 2000, 1000, "1"),  # other card
+        ("Compile without api marker", 2000, 1000),  # not a host API event
         ("AscendCL@aclopCompileAndExecute", 2000, 1000, "0", "i"),  # instant, not X
-        ("Node@launch", 3000, 1000),                             # host API, neither lane
+        ("Node@launch", 3000, 1000),  # host API, neither lane
     )
     m = build_model(tasks(("AI_CORE", 0, 4000, 0, None)), ev, "0")
     assert m.lane_names == ("AI_CORE", "idle", "host compile", "host sync")

@@ -82,9 +82,7 @@ def snapshot(root: Path) -> dict[str, tuple]:
             p = Path(dirpath, name)
             st = p.lstat()
             size = st.st_size if stat.S_ISREG(st.st_mode) else None
-            out[str(p.relative_to(root))] = (
-                stat.S_IFMT(st.st_mode), stat.S_IMODE(st.st_mode), size, st.st_mtime_ns
-            )
+            out[str(p.relative_to(root))] = (stat.S_IFMT(st.st_mode), stat.S_IMODE(st.st_mode), size, st.st_mtime_ns)
     return out
 
 
@@ -130,8 +128,13 @@ def cli_env(cache: Path, home: Path | None = None) -> dict[str, str]:
 def run_python(args: list, cache: Path, cwd: Path, **kw) -> subprocess.CompletedProcess:
     """`python *args` in `cwd` (also its HOME) with `cache` as the cache folder; `kw` from `unpriv`."""
     return subprocess.run(
-        [sys.executable, *map(str, args)], capture_output=True, text=True,
-        cwd=cwd, env=cli_env(cache, home=cwd), timeout=TIMEOUT, **kw,
+        [sys.executable, *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=cli_env(cache, home=cwd),
+        timeout=TIMEOUT,
+        **kw,
     )
 
 
@@ -215,9 +218,15 @@ def open_unprivileged(target: Path, cache: Path, mode: str, kw: dict, cwd: Path)
             return {"outcome": "error", "message": str(e), "chained": chained}
         except Exception:  # noqa: BLE001 - reported like the subprocess snippet does
             return {"outcome": "crash", "message": traceback.format_exc()}
-        return {"outcome": "ok", "tasks": p.tasks.height, "durations": p.tasks["duration_us"].to_list(),
-                "events": None if p.events is None else p.events.height,
-                "hits": c.hits, "misses": c.misses, "problems": c.problems}
+        return {
+            "outcome": "ok",
+            "tasks": p.tasks.height,
+            "durations": p.tasks["duration_us"].to_list(),
+            "events": None if p.events is None else p.events.height,
+            "hits": c.hits,
+            "misses": c.misses,
+            "problems": c.problems,
+        }
     r = run_python(["-c", OPEN_SNIPPET, target, cache], cache=cache, cwd=cwd, **kw)
     assert r.returncode == 0 and r.stdout.strip(), r.stderr
     return json.loads(r.stdout.strip().splitlines()[-1])

@@ -42,8 +42,20 @@ from ..messages import LoadRequested
 JIT_CHOICES = (("leave as is", "leave"), ("on", "on"), ("off", "off"))
 LOG_LINES = 5000
 # Remembered per host: every field but the host itself (values as the form shows them).
-FIELDS = ("workdir", "command", "device", "start_step", "steps", "jit_compile", "env", "msprof", "stop", "out",
-          "ssh_config", "remote_cache")
+FIELDS = (
+    "workdir",
+    "command",
+    "device",
+    "start_step",
+    "steps",
+    "jit_compile",
+    "env",
+    "msprof",
+    "stop",
+    "out",
+    "ssh_config",
+    "remote_cache",
+)
 WIDGET_IDS = {name: name.replace("_", "-") for name in FIELDS}
 
 
@@ -56,8 +68,13 @@ class CaptureScreen(Screen):
         Binding("escape,q", "close", "Close"),
     ]
 
-    def __init__(self, *, ssh_config: str | None = None, remote_root: str = capture_spec.DEFAULT_REMOTE_ROOT,
-                 host: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        ssh_config: str | None = None,
+        remote_root: str = capture_spec.DEFAULT_REMOTE_ROOT,
+        host: str | None = None,
+    ) -> None:
         super().__init__()
         self.ssh_config = ssh_config
         self.remote_root = remote_root
@@ -80,15 +97,25 @@ class CaptureScreen(Screen):
         yield Label("Capture a profile: a window of training steps, profiled on the host", id="capture-title")
         with Grid(id="capture-form"):
             yield Label("Host")
-            yield Input(placeholder="ssh host alias, or local", id="host", compact=True,
-                        suggester=SuggestFromList(hosts, case_sensitive=True))
+            yield Input(
+                placeholder="ssh host alias, or local",
+                id="host",
+                compact=True,
+                suggester=SuggestFromList(hosts, case_sensitive=True),
+            )
             yield Label("Working dir")
             yield Input(placeholder="default: the login folder (local: here)", id="workdir", compact=True)
             yield Label("Command")
-            yield Input(placeholder="PYTHON SCRIPT [ARGS...]   e.g. python train.py --config a.yaml",
-                        id="command", compact=True, classes="wide")
+            yield Input(
+                placeholder="PYTHON SCRIPT [ARGS...]   e.g. python train.py --config a.yaml",
+                id="command",
+                compact=True,
+                classes="wide",
+            )
             yield Label("Device")
-            yield Select([(d, d) for d in capture_spec.DEVICES], value="npu", allow_blank=False, id="device", compact=True)
+            yield Select(
+                [(d, d) for d in capture_spec.DEVICES], value="npu", allow_blank=False, id="device", compact=True
+            )
             yield Label("JIT compile")
             yield Select(JIT_CHOICES, value="leave", allow_blank=False, id="jit-compile", compact=True)
             yield Label("Start step")
@@ -104,11 +131,20 @@ class CaptureScreen(Screen):
             yield Label("SSH config")
             yield Input(self.ssh_config or "", placeholder="default: ~/.ssh/config", id="ssh-config", compact=True)
             yield Label("Remote cache")
-            yield Input(self.remote_root if self.remote_root != capture_spec.DEFAULT_REMOTE_ROOT else "",
-                        placeholder=f"default: {capture_spec.DEFAULT_REMOTE_ROOT}", id="remote-cache", compact=True)
+            yield Input(
+                self.remote_root if self.remote_root != capture_spec.DEFAULT_REMOTE_ROOT else "",
+                placeholder=f"default: {capture_spec.DEFAULT_REMOTE_ROOT}",
+                id="remote-cache",
+                compact=True,
+            )
             yield Label("")
-            yield Checkbox("Stop the job after the capture (off: training goes on)", value=True, id="stop",
-                           compact=True, classes="wide")
+            yield Checkbox(
+                "Stop the job after the capture (off: training goes on)",
+                value=True,
+                id="stop",
+                compact=True,
+                classes="wide",
+            )
         with Horizontal(id="capture-buttons"):
             yield Button("Start", id="start", variant="primary", compact=True)
             yield Button("Runs", id="runs-button", compact=True)
@@ -271,8 +307,9 @@ class CaptureScreen(Screen):
             self.set_status(f"a capture is in progress ({self._following_text()}); cancel it or wait", error=True)
             return
         try:
-            spec = capture_spec.spec_from_form(self.host, self.form_values(), ssh_config=self.ssh_config,
-                                               remote_root=self.remote_root)
+            spec = capture_spec.spec_from_form(
+                self.host, self.form_values(), ssh_config=self.ssh_config, remote_root=self.remote_root
+            )
         except capture_spec.CaptureError as exc:
             self.set_status(str(exc), error=True)
             return
@@ -296,8 +333,9 @@ class CaptureScreen(Screen):
 
     def host_spec(self, host: str, **fields) -> capture_spec.CaptureSpec:
         """A spec that only says where runs live (listing, following, cancelling a run)."""
-        return capture_spec.CaptureSpec(host=host, command=(), ssh_config=self.form_ssh_config,
-                                        remote_root=self.form_remote_root, **fields)
+        return capture_spec.CaptureSpec(
+            host=host, command=(), ssh_config=self.form_ssh_config, remote_root=self.form_remote_root, **fields
+        )
 
     @property
     def form_ssh_config(self) -> str | None:
@@ -361,8 +399,7 @@ class CaptureScreen(Screen):
             except OSError as exc:
                 self.notify(f"the form was not remembered: {exc}", severity="warning", markup=False)
         self.set_status(f"fetched into {outcome.folder}; opening it")
-        self.app.notify(f"Captured on {', '.join(spec.all_hosts())}: {outcome.folder}", title="Capture",
-                        markup=False)
+        self.app.notify(f"Captured on {', '.join(spec.all_hosts())}: {outcome.folder}", title="Capture", markup=False)
         self.app.post_message(LoadRequested(outcome.folder))
 
     # ---------------------------------------------------------------- runs
@@ -446,8 +483,7 @@ class CaptureScreen(Screen):
         if self.running:
             if self.following:
                 host, run_id = self.following
-                message = (f"run {run_id} keeps running on {host}; "
-                           "press c, then Runs (ctrl+r) to follow it again")
+                message = f"run {run_id} keeps running on {host}; press c, then Runs (ctrl+r) to follow it again"
             else:
                 message = "left while the job was starting; it may be running: Runs (ctrl+r) lists it"
             self.set_status(message)
@@ -457,7 +493,11 @@ class CaptureScreen(Screen):
 
     @on(Button.Pressed)
     def _button(self, event: Button.Pressed) -> None:
-        actions = {"start": self.action_start, "runs-button": self.action_runs,
-                   "cancel-run": self.action_cancel_run, "close": self.action_close}
+        actions = {
+            "start": self.action_start,
+            "runs-button": self.action_runs,
+            "cancel-run": self.action_cancel_run,
+            "close": self.action_close,
+        }
         if event.button.id in actions:
             actions[event.button.id]()
