@@ -37,12 +37,14 @@ from .change import Change as Change
 from .change import Status as Status
 from .change import status_of as _status
 from .compare_training import TrainingChanges, compare_training
-from .diagnose import Diagnosis, diagnose
+from .diagnose import Diagnosis
 from .findings import SEVERITIES, Finding
+from .rule_names import ACLOP_SHARE
+from .session import Diagnosed, Options, diagnosed
 from .table import signed
 from .thresholds import Thresholds
 from .totals import TOTAL_KEYS, card_totals, sum_totals
-from .training_rules import TRAINING_RULES, training_findings
+from .training_rules import TRAINING_RULES
 
 SCHEMA = "npuscope.compare/1"
 By = Literal["type", "shape"]
@@ -50,7 +52,7 @@ BY: tuple[By, ...] = get_args(By)
 
 # Rules whose op_types is a ranking (the busiest aclop types), not what the finding is about:
 # they are matched by rule and card only, or every reshuffle would read as resolved + new.
-_RANKING_RULES = ("aclop_share",)
+_RANKING_RULES = (ACLOP_SHARE,)
 
 CAUSE_LABELS = {
     "recompilation": "recompilation",
@@ -446,10 +448,12 @@ def _diagnosis(
     from `views`; training findings a given diagnosis may already hold are made again from
     `views`, never counted twice."""
     if given is not None and set(cards) <= set(given.cards) and given.thresholds == th:
-        d = replace(given, findings=tuple(f for f in given.findings if f.rule not in TRAINING_RULES))
+        first = Diagnosed.of(
+            profile, replace(given, findings=tuple(f for f in given.findings if f.rule not in TRAINING_RULES))
+        )
     else:
-        d = diagnose(profile, th, cards)
-    return d.with_findings(training_findings(profile, d, views, th))
+        first = diagnosed(profile, Options(th, cards))
+    return first.with_views(views).diagnosis
 
 
 def _with_causes(tasks: pl.DataFrame, diagnosis: Diagnosis) -> pl.DataFrame:

@@ -1,8 +1,14 @@
-"""`diagnose(profile)`: wait causes per task and the findings of every rule, per card."""
+"""`diagnose(profile)`: wait causes per task and the findings of every rule, per card.
+
+The rules read the profile's frames and what the parsers read beside its files (call stacks,
+core counts: parsers/capture_extras.py), handed in as one value; nothing here opens a file.
+The whole analysis of a profile (these findings, the training-level ones and a cluster's)
+is analysis/session.py.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -11,8 +17,8 @@ import polars as pl
 
 from npuscope.parsers import FrameCache, Profile
 from npuscope.parsers.cache import source_digest
-from npuscope.parsers.device_info import device_info
-from npuscope.parsers.stacks import read_api_frames, read_optimizer_steps, read_stacks, stack_files
+from npuscope.parsers.capture_extras import CaptureExtras, capture_extras
+from npuscope.parsers.device_info import DeviceInfo
 
 from .bound import RATIO_COLUMNS
 from .device_kind import DeviceKind, device_kind
@@ -55,6 +61,7 @@ class Diagnosis:
     cards: tuple[str, ...]
     compile_events: dict[str, int] = field(default_factory=dict)
     device: DeviceKind = "NPU"  # the capture's device kind (analysis/device_kind.py)
+    devices: Mapping[str, DeviceInfo] = field(default_factory=dict)  # each card's core counts, when told
 
     def for_card(self, card: str) -> tuple[Finding, ...]:
         return tuple(f for f in self.findings if f.card == card)
@@ -70,26 +77,31 @@ def diagnose(
     thresholds: Thresholds | None = None,
     cards: tuple[str, ...] | None = None,
     cache: FrameCache | None = None,
+    extras: CaptureExtras | None = None,
 ) -> Diagnosis:
     """Wait causes and findings for `cards` (default: all) of `profile`.
+
+    `extras`: what the parsers read beside the profile's files for the rules (call stacks,
+    core counts: parsers/capture_extras.py), read when not given.
 
     With a `cache`, the per-task causes and the findings are cached beside the frames they
     come from (keyed by the same files, the thresholds and the analysis code): on 2M rows
     the diagnosis is ~0.6 s, most of the explorer's start-up once the frames are cached.
     """
     th = thresholds or Thresholds()
+    extras = extras if extras is not None else capture_extras(profile)
     wanted = cards or profile.cards
     tasks = profile.tasks
     if cards is not None:
         tasks = tasks.filter(pl.col("card").is_in(list(cards)))
     if cache is not None and not (cache.enabled and profile.files):
         cache = None
-    extra = [ANALYSIS_VERSION, asdict(th), list(wanted), profile.capture.name, _stack_key(profile)]
+    extra = [ANALYSIS_VERSION, asdict(th), list(wanted), profile.capture.name, _stack_key(extras)]
     # Bound types in finding titles come from the PMU ratio columns, absent when the
     # profile was opened with pmu=False (the explorer): findings of either kind stay apart.
     extra.append(sorted(set(profile.tasks.columns) & set(RATIO_COLUMNS)))
     # low_parallelism reads the core counts beside the files (info.json.N, NPU_INFO).
-    extra.append(sorted((c, d.describe()) for c, d in device_info(profile.capture, profile.cards).items()))
+    extra.append(sorted((c, d.describe()) for c, d in extras.devices.items()))
     if profile.time_problem is not None:
         # Waits from damaged start times would be attributed to whatever lies in a fake gap.
         tasks = tasks.with_columns(pl.lit(None, dtype=pl.String).alias(c) for c in CAUSE_COLUMNS)
@@ -126,7 +138,7 @@ def diagnose(
     if cache is not None:
 
         def run_rules() -> pl.DataFrame:
-            found = _findings(profile, tasks, wanted, th, compile_events, kind)
+            found = _findings(profile, extras, tasks, wanted, th, compile_events, kind)
             return pl.DataFrame({"findings": [orjson.dumps([f.to_dict() for f in found]).decode()]})
 
         stored = cache.load_or_build(
@@ -139,7 +151,7 @@ def diagnose(
         cache.start_writes()
         findings = _stored(stored)
     else:
-        findings = _findings(profile, tasks, wanted, th, compile_events, kind)
+        findings = _findings(profile, extras, tasks, wanted, th, compile_events, kind)
     return Diagnosis(
         tasks=tasks,
         findings=tuple(findings),
@@ -147,6 +159,7 @@ def diagnose(
         cards=tuple(wanted),
         compile_events=compile_events,
         device=kind,
+        devices=extras.devices,
     )
 
 
@@ -157,6 +170,7 @@ def _stored(frame: pl.DataFrame) -> list[Finding]:
 
 def _findings(
     profile: Profile,
+    extras: CaptureExtras,
     tasks: pl.DataFrame,
     wanted: tuple[str, ...],
     th: Thresholds,
@@ -166,6 +180,7 @@ def _findings(
     # The rules read these columns only; filtering fewer columns per card copies less.
     slim = tasks.select(RULE_COLUMNS)
     findings: list[Finding] = []
+    framework = framework_of(profile.layout, profile)
     for card in wanted:
         d = CardData(
             card=card,
@@ -176,53 +191,44 @@ def _findings(
             statistic_derived=profile.statistic_derived,
             pmu=bool(profile.pmu_columns),
             time_problem=profile.time_problem,
-            framework=framework_of(profile.layout, profile),
+            framework=framework,
             profile=profile,
             kind=kind,
+            devices=extras.devices,
         )
         for rule in rules_for(kind):
             findings.extend(rule(d, th))
-    return order(_sequence_findings(profile, tasks, wanted, th, findings, kind))
+    return order(_sequence_findings(profile, extras, tasks, wanted, th, findings, framework, kind))
 
 
 def _sequence_findings(
     profile: Profile,
+    extras: CaptureExtras,
     tasks: pl.DataFrame,
     wanted: tuple[str, ...],
     th: Thresholds,
     findings: list[Finding],
+    framework: str,
     kind: DeviceKind = "NPU",
 ) -> list[Finding]:
     """The findings of op sequences (analysis/fusion.py) and of the user's code behind the
     host time (analysis/stacks.py), which may name a frame in a `recompilation` finding.
     Fusion names fused CANN operators: an NPU's only."""
-    framework = framework_of(profile.layout, profile)
     out = list(findings)
     if profile.time_problem is None and kind == "NPU":  # start order is the sequence: damaged starts have none
         out += fusible_findings(tasks, wanted, th, framework)
-    # A damaged stack file: no claim about that card's code, the rest stands.
-    stacks = read_stacks(profile.capture, profile.cards, skip_damaged=True)
-    api_frames = read_api_frames(profile.capture, profile.cards, skip_damaged=True)
-    stacks = stacks.filter(pl.col("card").is_in(list(wanted)))
+    stacks = extras.stacks.filter(pl.col("card").is_in(list(wanted)))
     if framework == "torch_npu":  # the fused optimizers are torch_npu's
-        steps = read_optimizer_steps(profile.capture, profile.cards, profile.events, skip_damaged=True)
-        out += optimizer_findings(steps, wanted, th)
+        out += optimizer_findings(extras.optimizer_steps, wanted, th)
     spans: dict[str, float] = {}
     if profile.time_problem is None and tasks.height:
         ends = tasks.group_by("card").agg(
             ((pl.col("start_us") + pl.col("duration_us").fill_null(0.0)).max() - pl.col("start_us").min()).alias("span")
         )
         spans = {str(c): float(v or 0.0) for c, v in ends.iter_rows()}
-    return with_stacks(out, stacks, spans, th, api_frames)
+    return with_stacks(out, stacks, spans, th, extras.api_frames)
 
 
-def _stack_key(profile: Profile) -> list[object]:
+def _stack_key(extras: CaptureExtras) -> list[object]:
     """The stack files the findings read besides the profile's files, for the cache key."""
-    key: list[object] = []
-    for _, path in stack_files(profile.capture):
-        try:
-            st = path.stat()
-        except OSError:
-            continue
-        key.append([str(path), st.st_size, st.st_mtime_ns])
-    return key
+    return [list(k) for k in extras.stack_key]

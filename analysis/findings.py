@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any, Literal, cast, get_args
+
+from .evidence import EVIDENCE_FIELDS as EVIDENCE_FIELDS  # the task fields of an evidence row
+from .evidence import EvidenceRow
+from .rule_names import IDLE_DEVICE
 
 Severity = Literal["critical", "warning", "info"]
 Confidence = Literal["evidence", "suspected"]
@@ -12,17 +16,8 @@ CONFIDENCES: tuple[Confidence, ...] = get_args(Confidence)
 SEVERITY_MARK: dict[Severity, str] = {"critical": "CRIT", "warning": "WARN", "info": "INFO"}
 """How reports, the comparison and the explorer's cards write a severity in four letters."""
 
-# The task fields a finding's evidence rows carry, so the UI can jump to them.
-EVIDENCE_FIELDS = (
-    "op_name",
-    "op_type",
-    "task_type",
-    "start_us",
-    "duration_us",
-    "wait_us",
-    "input_shapes",
-    "input_dtypes",
-)
+Evidence = EvidenceRow
+"""An evidence row: a task's fields or a training view's row (analysis/evidence.py)."""
 
 VIEWS = ("", "steps", "communication", "links", "host_api", "memory")
 """Where a finding drills down to: "" the tasks, else the training view of that name."""
@@ -41,12 +36,12 @@ class Finding:
     share_pct: float
     advice: str
     confidence: Confidence = "evidence"
-    evidence: tuple[dict[str, Any], ...] = field(default=())
+    evidence: tuple[Evidence, ...] = field(default=())
     threshold: str = ""
     view: str = ""
     """The explorer tab of the drill-down (one of VIEWS); "" for an operator-level finding,
-    whose evidence rows are tasks. Otherwise the evidence rows are rows of that view (dicts of
-    its columns)."""
+    whose evidence rows are tasks. Otherwise the evidence rows are rows of that view (its
+    columns: analysis/evidence.py)."""
 
     def __post_init__(self) -> None:
         if self.severity not in SEVERITIES:
@@ -64,7 +59,7 @@ class Finding:
                 **data,
                 "op_types": tuple(data["op_types"]),
                 "op_names": tuple(data["op_names"]),
-                "evidence": tuple(data["evidence"]),
+                "evidence": tuple(cast(EvidenceRow, e) for e in data["evidence"]),
             }
         )
 
@@ -76,7 +71,7 @@ class Finding:
         return d
 
 
-FIRST_RULES = ("idle_device",)
+FIRST_RULES = (IDLE_DEVICE,)
 """Rules that lead whatever their time at stake: an idle device makes every other finding moot."""
 
 

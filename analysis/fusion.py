@@ -18,15 +18,17 @@ import re
 import string
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import cast
 
 import numpy as np
 import polars as pl
 
 from npuscope.parsers.frames import is_communication
 
-from .findings import EVIDENCE_FIELDS, Finding
+from .evidence import EVIDENCE_FIELDS, EvidenceRow
+from .findings import Finding
 from .fusion_patterns import ATEN_DEVICE_TYPES, FUSED_OPTIMIZERS, OPTIMIZER_SOURCE, PATTERNS, FusionPattern
+from .rule_names import FUSIBLE_SEQUENCE
 from .thresholds import Thresholds
 
 _OTHER = "."
@@ -193,10 +195,10 @@ def fusible_findings(
         p = PATTERNS[index]
         mine = occ.found.filter((pl.col("card") == card) & (pl.col("pattern") == index))
         worst = mine.sort(["time_us", "first"], descending=[True, False]).head(th.evidence_rows)
-        evidence: list[dict[str, Any]] = []
+        evidence: list[EvidenceRow] = []
         for first, length, t in worst.select("first", "length", "time_us").iter_rows():
             row = occ.tasks.row(first, named=True)
-            ev = {c: row[c] for c in cols}
+            ev = cast(EvidenceRow, {c: row[c] for c in cols})
             ev["sequence"] = "-".join(str(x) for x in types.slice(first, length).to_list())
             ev["sequence_us"] = t
             evidence.append(ev)
@@ -212,7 +214,7 @@ def fusible_findings(
         shown = evidence[0]["sequence"] if evidence else p.aten
         out.append(
             Finding(
-                rule="fusible_sequence",
+                rule=FUSIBLE_SEQUENCE,
                 severity="info",
                 title=(
                     f"{n:,} sequence(s) {p.fused_op} does in one operator (e.g. {shown}): "
@@ -257,15 +259,24 @@ def optimizer_findings(steps: pl.DataFrame, cards: tuple[str, ...], th: Threshol
         )
         frame = frames["frame"][0] if frames.height else None
         fused = FUSED_OPTIMIZERS[name]
-        evidence = []
+        evidence: list[EvidenceRow] = []
         for r in mine.sort("host_us", descending=True).head(th.evidence_rows).iter_rows(named=True):
-            row: dict[str, Any] = {k: None for k in EVIDENCE_FIELDS}
-            row.update(op_name=r["op_name"], op_type="", task_type="host", duration_us=r["host_us"])
-            row.update(frame=r["frame"], row=None)
+            row: EvidenceRow = {
+                "op_name": r["op_name"],
+                "op_type": "",
+                "task_type": "host",
+                "start_us": None,
+                "duration_us": r["host_us"],
+                "wait_us": None,
+                "input_shapes": None,
+                "input_dtypes": None,
+                "frame": r["frame"],
+                "row": None,
+            }
             evidence.append(row)
         out.append(
             Finding(
-                rule="fusible_sequence",
+                rule=FUSIBLE_SEQUENCE,
                 severity="info",
                 title=(
                     f"{n:,} {name}.step call(s), {total:,.0f} us of host time: {fused} fuses the update"

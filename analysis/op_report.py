@@ -18,7 +18,6 @@ from typing import Any
 import polars as pl
 
 from npuscope.parsers import Profile, ProfileError
-from npuscope.parsers.device_info import device_info
 from npuscope.parsers.msprof_op import Figure, Kernel, MsprofOp, read_msprof_op
 from npuscope.text import printable
 
@@ -61,9 +60,9 @@ def _bound_rows(profile: Profile, diagnosis: Diagnosis, task: dict[str, Any]) ->
     ]
 
 
-def _block(profile: Profile, task: dict[str, Any]) -> str:
+def _block(diagnosis: Diagnosis, task: dict[str, Any]) -> str:
     """Block Num, and the card's cores of the task's kind when the capture tells them."""
-    dev = device_info(profile.capture, profile.cards).get(task["card"])
+    dev = diagnosis.devices.get(task["card"])
     if dev is None or not dev.ai_core_num or task.get("block_num") is None:
         return _v(task.get("block_num"))
     vector = task["task_type"] in ("AI_VECTOR_CORE", "MIX_AIV") and dev.aiv_num
@@ -106,7 +105,7 @@ def op_report(profile: Profile, diagnosis: Diagnosis, task: dict[str, Any]) -> s
         f"| Output Shapes | `{_v(task['output_shapes'])}` |",
         f"| Output Data Types | {_v(task['output_dtypes'])} |",
         f"| Output Formats | {_v(task['output_formats'])} |",
-        f"| Block Num | {_block(profile, task)} |",
+        f"| Block Num | {_block(diagnosis, task)} |",
         *(_bound_rows(profile, diagnosis, task) if diagnosis.device == "NPU" else []),
         f"| Task Duration (us) | {_v(task['duration_us'])} |",
         f"| Task Wait Time (us) | {_v(task['wait_us'])}"

@@ -46,8 +46,8 @@ from npuscope.text import one_line, printable
 from .bound import with_bound
 from .diagnose import Diagnosis
 from .findings import Finding
+from .session import Diagnosed
 from .table import text_table
-from .training_rules import training_findings
 from .training_tables import card_step_windows
 
 T = TypeVar("T")
@@ -185,15 +185,15 @@ def profile_tables(
 ) -> Tables:
     """The tables of one diagnosed profile. `diagnosis`, `views`, `findings` and `windows`
     may be given as functions, called only when a table needs them. `findings` (default: the
-    diagnosis' findings and the training-level ones, as the report has them) is what the
-    `findings` table holds; `windows` the step windows (default: card_step_windows)."""
+    diagnosis' findings and the training-level ones, as the report has them: the second stage
+    of analysis/session.py) is what the `findings` table holds; `windows` the step windows
+    (default: card_step_windows)."""
     diag = _getter(diagnosis)
     view = _getter(views)
     steps_of = _getter(windows) if windows is not None else once(lambda: card_step_windows(profile))
 
     def all_findings() -> Sequence[Finding]:
-        d = diag()
-        return d.with_findings(training_findings(profile, d, view(), d.thresholds)).findings
+        return Diagnosed.of(profile, diag()).with_views(view()).findings
 
     found = _getter(findings) if findings is not None else once(all_findings)
     builders: dict[str, Callable[[], pl.DataFrame]] = {

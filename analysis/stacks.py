@@ -22,11 +22,12 @@ the frame with the most host time; its rule, time and evidence are unchanged (`w
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 import polars as pl
 
-from .findings import EVIDENCE_FIELDS, Finding
+from .evidence import EvidenceRow
+from .findings import Finding
+from .rule_names import HOST_DISPATCH, RECOMPILATION
 from .thresholds import Thresholds
 
 SYNC_OPS = r"^aten::(?:item|_local_scalar_dense)$|(?i:synchronize)"
@@ -63,21 +64,23 @@ def per_frame(stacks: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _evidence(frames: pl.DataFrame, n: int) -> tuple[dict[str, Any], ...]:
-    out = []
+def _evidence(frames: pl.DataFrame, n: int) -> tuple[EvidenceRow, ...]:
+    out: list[EvidenceRow] = []
     for r in frames.head(n).iter_rows(named=True):
-        row: dict[str, Any] = {k: None for k in EVIDENCE_FIELDS}
-        row.update(
-            op_name=r["op_name"],
-            op_type="",
-            task_type="host",
-            duration_us=r["host_us"],
-            input_shapes=r["input_shapes"],
-            frame=r["frame"],
-            calls=r["calls"],
-            device_us=r["device_us"],
-            row=None,
-        )
+        row: EvidenceRow = {
+            "op_name": r["op_name"],
+            "op_type": "",
+            "task_type": "host",
+            "start_us": None,
+            "duration_us": r["host_us"],
+            "wait_us": None,
+            "input_shapes": r["input_shapes"],
+            "input_dtypes": None,
+            "frame": r["frame"],
+            "calls": r["calls"],
+            "device_us": r["device_us"],
+            "row": None,
+        }
         out.append(row)
     return tuple(out)
 
@@ -130,7 +133,7 @@ def with_stacks(
         pct = round(100.0 * host / span, 3) if span > 0 else 0.0
         heavy = span > 0 and pct >= th.host_dispatch_pct
         most = f"most in {top['frame']} ({top['op_name']}, {top['calls']:,} call(s), {top['host_us']:,.0f} us)"
-        recompiled = [i for i, f in enumerate(out) if f.card == card and f.rule == "recompilation"]
+        recompiled = [i for i, f in enumerate(out) if f.card == card and f.rule == RECOMPILATION]
         if recompiled:
             i = max(recompiled, key=lambda k: out[k].time_us)
             compiled = heaviest_frame(api_frames, card, COMPILE_API) if api_frames is not None else None
@@ -147,7 +150,7 @@ def with_stacks(
             continue
         out.append(
             Finding(
-                rule="host_dispatch",
+                rule=HOST_DISPATCH,
                 severity="warning",
                 title=f"Framework operators took {host:,.0f} us of host time = {pct:.1f}% of the span; {most}",
                 card=card,

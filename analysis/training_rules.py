@@ -3,7 +3,8 @@ views (`npuscope.parsers.training.read_training_views`), one per card they conce
 
 `training_findings(profile, diagnosis, views)` runs them for the diagnosed cards; the caller
 adds them with `Diagnosis.with_findings`. Each finding's `view` names the view its evidence
-rows come from (dicts of that view's columns, the worst first, at most evidence_rows), and its
+rows come from (that view's columns: analysis/evidence.py; the worst first, at most
+evidence_rows), and its
 time at stake is the time that could be saved: the communication not overlapped, the free time
 no operator rule explains, the synchronising API time, the slow rank's excess over the median
 card, the slow links' time beyond the median bandwidth's, the small collectives' time (0 for
@@ -12,6 +13,11 @@ slow_link, the time at stake as a share of the card's step time). `op_types` sta
 view finding is about no op type, and the comparison matches it by rule and card. Rows a file
 records for the whole capture (card `host`) stand for a card with none of its own, as in the
 report. Thresholds and where they come from: thresholds.py and the README's rules table.
+
+The registry is PER_CARD (rules of one card) and ACROSS_CARDS (rules comparing the cards), by
+the names of analysis/rule_names.py; to add a rule: its name there, its function here, its
+entry in the registry and TRAINING_RULES (NPU_ONLY_RULES / HOST_SKIPPED_RULES if it does not
+run everywhere), its advice in analysis/advice.py.
 """
 
 from __future__ import annotations
@@ -28,23 +34,38 @@ from npuscope.parsers import Profile
 from npuscope.parsers.training import TrainingViews
 from npuscope.parsers.training_files import step_number
 
+from .advice import advice as advice  # also the words of the cluster findings (cluster.py)
+from .card_data import share
 from .device_kind import DeviceKind, device_kind
 from .diagnose import Diagnosis
+from .evidence import view_rows
 from .findings import Finding, order
-from .rules import framework_of
+from .framework import framework_of
+from .rule_names import (
+    COMM_NOT_OVERLAPPED,
+    FREE_TIME,
+    IDLE_DEVICE,
+    MEMORY_PEAK,
+    SLOW_LINK,
+    SLOW_RANK,
+    SMALL_PACKETS,
+    SYNC_HEAVY,
+)
 from .thresholds import Thresholds
 
 HOST = "host"
 
 TRAINING_RULES = (
-    "comm_not_overlapped",
-    "free_time",
-    "sync_heavy",
-    "slow_rank",
-    "slow_link",
-    "small_packets",
-    "memory_peak",
+    COMM_NOT_OVERLAPPED,
+    FREE_TIME,
+    SYNC_HEAVY,
+    SLOW_RANK,
+    SLOW_LINK,
+    SMALL_PACKETS,
+    MEMORY_PEAK,
 )
+"""The names of the training rules (the keys of PER_CARD and ACROSS_CARDS), as the README's
+table lists them."""
 
 EXPLAINED_CAUSES = ("recompilation", "host_op")
 """Wait causes (analysis/waits.py) whose time an operator rule already blames: free time
@@ -58,192 +79,10 @@ SYNC_API = (
 and the runtime, and the synchronous copies (`aclrtMemcpy`, not `aclrtMemcpyAsync`)."""
 
 
-# ---------------------------------------------------------------------------- advice
-
-ADVICE: dict[str, str] = {
-    "comm_not_overlapped": (
-        "Communication runs while no compute does: overlap the gradient all-reduce with the "
-        "backward pass (bucketed, asynchronous collectives), tune the bucket size so the first "
-        "bucket starts early, and look for collectives issued after the backward pass ends."
-    ),
-    "free_time": (
-        "The device is free inside the steps with no operator to blame: the host is late. Look "
-        "at data loading (more loader workers, prefetch, pinned memory), host-side work between "
-        "steps, and host synchronisation (.item(), .numpy(), .cpu(), prints of tensors)."
-    ),
-    "sync_heavy": (
-        "The host blocks on the device: remove synchronisation from the step (.item(), "
-        ".numpy(), .cpu(), prints of tensors, explicit synchronize calls), use asynchronous "
-        "copies (aclrtMemcpyAsync, non_blocking=True) and read metrics every N steps."
-    ),
-    "slow_rank": (
-        "One rank is slower than the others and every collective waits for it: compare its "
-        "compute (different shapes or data per rank, a hot or throttled card: npu-smi info), its "
-        "host (data loading, CPU binding) and its free time with the other ranks."
-    ),
-    "slow_link": (
-        "A link moves data far slower than the others of its transport: check the topology and "
-        "the link (npu-smi info, hccn_tool link status and speed for RDMA), the placement of the "
-        "ranks, and HCCL_BUFFSIZE (default 200 MB) for large transfers."
-    ),
-    "small_packets": (
-        "Many small collectives spend their time in latency, not bandwidth: fuse them (larger "
-        "gradient buckets, fused all-reduce of small tensors) so each call moves more data."
-    ),
-    "memory_peak": (
-        "Reserved memory is close to the device's capacity: recompute activations, use a "
-        "smaller micro-batch, or shard optimizer states; fragmentation shows as reserved far "
-        "above allocated."
-    ),
-}
-
-FRAMEWORK_ADVICE: dict[str, dict[str, str]] = {
-    "torch_npu": {
-        "comm_not_overlapped": (
-            "Communication runs while no compute does: let DDP overlap the gradient all-reduce "
-            "with backward (bucket_cap_mb: smaller buckets start earlier, larger ones call less "
-            "often), avoid find_unused_parameters=True, and in Megatron turn on "
-            "--overlap-grad-reduce / --overlap-param-gather."
-        ),
-        "free_time": (
-            "The device is free inside the steps with no operator to blame: the host is late. "
-            "Raise DataLoader num_workers and prefetch_factor with pin_memory=True, bind CPU "
-            "cores, and remove host synchronisation (.item(), .cpu(), .numpy(), prints of "
-            "tensors) from the step."
-        ),
-        "sync_heavy": (
-            "The host blocks on the device: remove .item(), .cpu(), .numpy() and "
-            "torch.npu.synchronize() from the step (log the loss every N steps), and copy with "
-            "tensor.to('npu', non_blocking=True) from pinned memory."
-        ),
-        "small_packets": (
-            "Many small collectives spend their time in latency, not bandwidth: raise DDP's "
-            "bucket_cap_mb so gradients go in fewer, larger all-reduces, and fuse small "
-            "tensors before communicating them."
-        ),
-        "memory_peak": (
-            "Reserved memory is close to the device's capacity: recompute activations "
-            "(torch.utils.checkpoint, Megatron --recompute-granularity), use a smaller "
-            "micro-batch, or shard optimizer states (ZeRO / --use-distributed-optimizer); "
-            "PYTORCH_NPU_ALLOC_CONF=expandable_segments:True reduces fragmentation."
-        ),
-    },
-    "paddle": {
-        "comm_not_overlapped": (
-            "Communication runs while no compute does: let DataParallel overlap the gradient "
-            "all-reduce with backward (comm_buffer_size / last_comm_buffer_size set the "
-            "bucket size), and in fleet turn on the overlap of the sharding / tensor-parallel "
-            "communication."
-        ),
-        "free_time": (
-            "The device is free inside the steps with no operator to blame: the host is late. "
-            "Give paddle.io.DataLoader more num_workers (and use_shared_memory=True), and remove "
-            "host synchronisation (.numpy(), .item(), prints of tensors) from the step."
-        ),
-        "sync_heavy": (
-            "The host blocks on the device: remove .numpy(), .item() and "
-            "paddle.device.synchronize() from the step (log the loss every N steps)."
-        ),
-        "small_packets": (
-            "Many small collectives spend their time in latency, not bandwidth: raise "
-            "DataParallel's comm_buffer_size (MB) so gradients go in fewer, larger all-reduces "
-            "(fleet: fuse_all_reduce_ops and fuse_grad_size_in_MB)."
-        ),
-        "memory_peak": (
-            "Reserved memory is close to the device's capacity: recompute activations "
-            "(paddle.distributed.fleet.utils.recompute, fleet's recompute strategy), use a "
-            "smaller micro-batch, or shard optimizer states (sharding stage 1/2)."
-        ),
-    },
-    "mindspore": {
-        "comm_not_overlapped": (
-            "Communication runs while no compute does: enable gradient all-reduce fusion and "
-            "overlap (set_auto_parallel_context(comm_fusion=...)), and check the parallel "
-            "strategy for collectives that run after the backward pass."
-        ),
-        "free_time": (
-            "The device is free inside the steps with no operator to blame: the host is late. "
-            "Raise the dataset's num_parallel_workers and prefetch (ds.config.set_prefetch_size), "
-            "use data sinking (dataset_sink_mode=True), and remove .asnumpy() from the step."
-        ),
-        "sync_heavy": (
-            "The host blocks on the device: remove .asnumpy() and prints of tensors from the "
-            "step, and train with dataset_sink_mode=True so steps run without the host."
-        ),
-        "small_packets": (
-            "Many small collectives spend their time in latency, not bandwidth: fuse them "
-            "(set_auto_parallel_context(comm_fusion={'allreduce': {'mode': 'size', "
-            "'config': 32}}) or all_reduce_fusion_config)."
-        ),
-        "memory_peak": (
-            "Reserved memory is close to the device's capacity: recompute activations "
-            "(Cell.recompute()), use a smaller micro-batch, or shard optimizer states "
-            "(optimizer parallel)."
-        ),
-    },
-}
-"""Advice in the words of the capture's framework; rules and frameworks absent here use ADVICE."""
-
-DEVICE_ADVICE: dict[str, dict[str, str]] = {
-    "GPU": {
-        "free_time": (
-            "The GPU is free inside the steps with no operator to blame: the host is late. Give "
-            "the DataLoader more num_workers (paddle.io.DataLoader: use_shared_memory=True), and "
-            "remove host synchronisation (.numpy(), .item(), prints of tensors) from the step."
-        ),
-        "slow_rank": (
-            "One rank is slower than the others and every collective waits for it: compare its "
-            "compute (different shapes or data per rank, a hot or throttled GPU: nvidia-smi), its "
-            "host (data loading, CPU binding) and its free time with the other ranks."
-        ),
-        "slow_link": (
-            "A link moves data far slower than the others of its transport: check the topology "
-            "(nvidia-smi topo -m), the placement of the ranks, and the transport NCCL chose "
-            "(NCCL_DEBUG=INFO)."
-        ),
-    },
-    "CPU": {
-        "free_time": (
-            "No operator runs for this share of the steps: the time goes to Python, the "
-            "framework's dispatch and data loading between operators. Give the DataLoader more "
-            "num_workers, move per-step Python work (logging, metrics, .numpy() / .item() "
-            "conversions) out of the step, and use larger batches so each op does more work."
-        ),
-        "slow_rank": (
-            "One rank is slower than the others and every collective waits for it: compare its "
-            "compute (different shapes or data per rank, fewer cores or a busy host), its data "
-            "loading and its free time with the other ranks."
-        ),
-    },
-    "unknown": {
-        "slow_rank": (
-            "One rank is slower than the others and every collective waits for it: compare its "
-            "compute (different shapes or data per rank, a hot or throttled device), its host "
-            "(data loading, CPU binding) and its free time with the other ranks."
-        ),
-        "slow_link": (
-            "A link moves data far slower than the others of its transport: check the topology "
-            "and the link, the placement of the ranks, and the communication library's log."
-        ),
-    },
-}
-"""Advice on a GPU, CPU or unknown device's capture (analysis/device_kind.py) where the NPU's
-names an NPU tool or library (npu-smi, hccn_tool, HCCL); the other rules keep ADVICE, or
-Paddle's words (the only framework whose own traces come from such devices)."""
-
-NPU_ONLY_RULES = ("sync_heavy",)
+NPU_ONLY_RULES = (SYNC_HEAVY,)
 """Rules about what only an Ascend capture records: the AscendCL / runtime synchronising APIs."""
-HOST_SKIPPED_RULES = ("slow_link", "memory_peak")
+HOST_SKIPPED_RULES = (SLOW_LINK, MEMORY_PEAK)
 """Rules about device links and device memory: nothing of them on a CPU."""
-
-
-def advice(rule: str, framework: str, kind: str = "NPU") -> str:
-    """The advice of `rule` in the words of `framework`, and of the device `kind` when it is not
-    an NPU (NPU frameworks' words never apply there)."""
-    if kind != "NPU":
-        own = DEVICE_ADVICE.get(kind, {}).get(rule)
-        return own or (advice(rule, "paddle") if framework == "paddle" else ADVICE[rule])
-    return FRAMEWORK_ADVICE.get(framework, {}).get(rule, ADVICE[rule])
 
 
 def runs_on(rule: str, kind: str) -> bool:
@@ -265,25 +104,6 @@ def _of_card(frame: pl.DataFrame, card: str) -> pl.DataFrame:
 def _total(frame: pl.DataFrame, column: str) -> float:
     value = frame[column].sum() if frame.height else 0.0
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else 0.0
-
-
-def _share(part: float, whole: float) -> float:
-    return round(100.0 * part / whole, 3) if whole > 0 else 0.0
-
-
-def _clean(value: Any) -> Any:
-    """JSON-safe cell: NaN and infinities are null."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def _rows(frame: pl.DataFrame, by: str, n: int, descending: bool = True) -> tuple[dict[str, Any], ...]:
-    """The n worst rows of a view (every column), worst first, ties in the view's order."""
-    if frame.height == 0 or n <= 0:
-        return ()
-    ranked = frame.with_row_index("_i").sort([by, "_i"], descending=[descending, False], nulls_last=True).head(n)
-    return tuple({k: _clean(v) for k, v in r.items()} for r in ranked.drop("_i").iter_rows(named=True))
 
 
 def _step_time(steps: pl.DataFrame) -> float:
@@ -334,14 +154,14 @@ def comm_not_overlapped(c: _Context, card: str) -> list[Finding]:
     steps = _of_card(c.views.steps, card)
     total = _step_time(steps)
     exposed = _total(steps, "comm_not_overlapped_us")
-    pct = _share(exposed, total)
+    pct = share(exposed, total)
     if total <= 0 or exposed <= 0 or pct < c.th.comm_not_overlapped_pct:
         return []
     comm = _total(steps, "communication_us")
-    hidden = f", {_share(comm - exposed, comm):.1f}% of communication overlapped" if comm > 0 else ""
+    hidden = f", {share(comm - exposed, comm):.1f}% of communication overlapped" if comm > 0 else ""
     return [
         c.finding(
-            "comm_not_overlapped",
+            COMM_NOT_OVERLAPPED,
             card,
             title=(
                 f"Communication not overlapped {exposed:,.0f} us = {pct:.1f}% of step time "
@@ -350,7 +170,7 @@ def comm_not_overlapped(c: _Context, card: str) -> list[Finding]:
             count=steps.height,
             time_us=exposed,
             share_pct=pct,
-            evidence=_rows(steps, "comm_not_overlapped_us", c.th.evidence_rows),
+            evidence=view_rows(steps, "comm_not_overlapped_us", c.th.evidence_rows),
             threshold=f"not overlapped >= {c.th.comm_not_overlapped_pct:g}% of step time",
             view="steps",
         )
@@ -388,7 +208,7 @@ def free_time(c: _Context, card: str) -> list[Finding]:
     twice; the two differ in scope (idle_device: the whole span, from the tasks; free_time: the
     steps' free time, less what is explained) and free_time is the finer one for a busy device.
     """
-    if any(f.rule == "idle_device" for f in c.diagnosis.for_card(card)):
+    if any(f.rule == IDLE_DEVICE for f in c.diagnosis.for_card(card)):
         return []
     steps = _of_card(c.views.steps, card)
     total = _step_time(steps)
@@ -397,7 +217,7 @@ def free_time(c: _Context, card: str) -> list[Finding]:
         return []
     explained = min(_explained_wait(c, card, steps), free)
     rest = free - explained
-    pct = _share(rest, total)
+    pct = share(rest, total)
     if pct < c.th.free_pct:
         return []
     less = f" ({explained:,.0f} us of {free:,.0f} us free blamed on recompilation / host ops)" if explained else ""
@@ -405,13 +225,13 @@ def free_time(c: _Context, card: str) -> list[Finding]:
     what = "No operator running" if c.kind == "CPU" else "Device free"
     return [
         c.finding(
-            "free_time",
+            FREE_TIME,
             card,
             title=(f"{what} {rest:,.0f} us = {pct:.1f}% of step time, unexplained{less}, over {_steps_text(steps)}"),
             count=steps.height,
             time_us=rest,
             share_pct=pct,
-            evidence=_rows(steps, "free_us", c.th.evidence_rows),
+            evidence=view_rows(steps, "free_us", c.th.evidence_rows),
             threshold=f"free, less explained waits, >= {c.th.free_pct:g}% of step time",
             view="steps",
         )
@@ -449,13 +269,13 @@ def sync_heavy(c: _Context, card: str) -> list[Finding]:
         sharing = max(1, sum(1 for x in c.profile.cards if x not in own))
     sync /= sharing
     span = _span(c, card)
-    pct = _share(sync, span)
+    pct = share(sync, span)
     if span <= 0 or sync <= 0 or pct < c.th.sync_pct:
         return []
     calls = int(api["count"].sum() or 0)
     return [
         c.finding(
-            "sync_heavy",
+            SYNC_HEAVY,
             card,
             title=(
                 f"Host synchronisation {sync:,.0f} us = {pct:.1f}% of the span ({span:,.0f} us), {calls:,} call(s)"
@@ -464,7 +284,7 @@ def sync_heavy(c: _Context, card: str) -> list[Finding]:
             count=calls,
             time_us=sync,
             share_pct=pct,
-            evidence=_rows(api, "total_us", c.th.evidence_rows),
+            evidence=view_rows(api, "total_us", c.th.evidence_rows),
             threshold=f"synchronising APIs >= {c.th.sync_pct:g}% of the span",
             view="host_api",
         )
@@ -551,13 +371,13 @@ def slow_rank(c: _Context, cards: tuple[str, ...]) -> list[Finding]:
         worst = max(dims, key=lambda d: d.excess_us)
         out.append(
             c.finding(
-                "slow_rank",
+                SLOW_RANK,
                 card,
                 title=f"Slow rank: {what}",
                 count=steps.height,
                 time_us=worst.excess_us,
-                share_pct=_share(worst.excess_us, _step_time(steps)),
-                evidence=_rows(steps, worst.column, c.th.evidence_rows, descending=worst.most),
+                share_pct=share(worst.excess_us, _step_time(steps)),
+                evidence=view_rows(steps, worst.column, c.th.evidence_rows, descending=worst.most),
                 threshold=f"(max - min) over cards > {c.th.slow_rank_pct:g}% of the mean step time",
                 view="steps",
             )
@@ -600,7 +420,7 @@ def slow_link(c: _Context, card: str) -> list[Finding]:
     more = f" and {slow.height - 1} more" if slow.height > 1 else ""
     return [
         c.finding(
-            "slow_link",
+            SLOW_LINK,
             card,
             title=(
                 f"Slow link: {worst['transport']} {worst['src']}->{worst['dst']} at {worst['bandwidth_gbps']:,.2f} GB/s = "
@@ -609,8 +429,8 @@ def slow_link(c: _Context, card: str) -> list[Finding]:
             ),
             count=slow.height,
             time_us=excess,
-            share_pct=_share(excess, _span(c, card)),
-            evidence=_rows(
+            share_pct=share(excess, _span(c, card)),
+            evidence=view_rows(
                 slow.drop("_median", "_n", "_excess"), "bandwidth_gbps", c.th.evidence_rows, descending=False
             ),
             threshold=f"bandwidth < {c.th.slow_link_pct:g}% of the transport's median link",
@@ -659,7 +479,7 @@ def small_packets(c: _Context, card: str) -> list[Finding]:
     flagged = []
     for name, limit, small, n_small, n_moved in _small_calls(comm, c.th):
         calls_pct = 100.0 * n_small / n_moved if n_moved else 0.0
-        if calls_pct > c.th.small_calls_pct and _share(_total(small, "total_us"), total) >= c.th.small_packet_pct:
+        if calls_pct > c.th.small_calls_pct and share(_total(small, "total_us"), total) >= c.th.small_packet_pct:
             flagged.append((name, limit, small, n_small, n_moved))
     if not flagged:
         return []
@@ -667,7 +487,7 @@ def small_packets(c: _Context, card: str) -> list[Finding]:
         subset=["card", "op_type", "op_name"], keep="first", maintain_order=True
     )
     t = _total(small, "total_us")
-    pct = _share(t, total)
+    pct = share(t, total)
     calls = int(small["count"].sum() or 0)
     mean_mb = _total(small, "size_mb") / calls if calls else 0.0
     how = "; ".join(
@@ -678,7 +498,7 @@ def small_packets(c: _Context, card: str) -> list[Finding]:
     )
     return [
         c.finding(
-            "small_packets",
+            SMALL_PACKETS,
             card,
             title=(
                 f"{calls:,} collective call(s) moving little data ({how}; mean {mean_mb * 1024:,.1f} KB) take "
@@ -690,7 +510,7 @@ def small_packets(c: _Context, card: str) -> list[Finding]:
             count=calls,
             time_us=t,
             share_pct=pct,
-            evidence=_rows(small, "total_us", c.th.evidence_rows),
+            evidence=view_rows(small, "total_us", c.th.evidence_rows),
             threshold=(
                 f"calls under {c.th.small_sdma_mb:g} MB (SDMA) / {c.th.small_packet_mb:g} MB (RDMA) each, more than "
                 f"{c.th.small_calls_pct:g}% of the transport's calls and >= {c.th.small_packet_pct:g}% of "
@@ -715,7 +535,7 @@ def memory_peak(c: _Context, card: str) -> list[Finding]:
         return []
     return [
         c.finding(
-            "memory_peak",
+            MEMORY_PEAK,
             card,
             title=(
                 f"Peak reserved {worst['peak_reserved_mb']:,.0f} MB = {pct:.1f}% of the device's "
@@ -724,21 +544,28 @@ def memory_peak(c: _Context, card: str) -> list[Finding]:
             count=1,
             time_us=0.0,
             share_pct=round(pct, 3),
-            evidence=_rows(mem.drop("_pct"), "peak_reserved_mb", c.th.evidence_rows),
+            evidence=view_rows(mem.drop("_pct"), "peak_reserved_mb", c.th.evidence_rows),
             threshold=f"peak reserved >= {c.th.memory_peak_pct:g}% of capacity",
             view="memory",
         )
     ]
 
 
-PER_CARD: tuple[Callable[[_Context, str], list[Finding]], ...] = (
-    comm_not_overlapped,
-    free_time,
-    sync_heavy,
-    slow_link,
-    small_packets,
-    memory_peak,
-)
+PerCardRule = Callable[[_Context, str], list[Finding]]
+AcrossCardsRule = Callable[[_Context, tuple[str, ...]], list[Finding]]
+
+PER_CARD: dict[str, PerCardRule] = {
+    COMM_NOT_OVERLAPPED: comm_not_overlapped,
+    FREE_TIME: free_time,
+    SYNC_HEAVY: sync_heavy,
+    SLOW_LINK: slow_link,
+    SMALL_PACKETS: small_packets,
+    MEMORY_PEAK: memory_peak,
+}
+"""The training rules that judge one card at a time, by the name their findings carry, in the
+order they run."""
+ACROSS_CARDS: dict[str, AcrossCardsRule] = {SLOW_RANK: slow_rank}
+"""The training rules that compare the cards, run after PER_CARD."""
 
 
 def training_findings(
@@ -748,8 +575,10 @@ def training_findings(
     c = _Context(profile, diagnosis, views, thresholds or diagnosis.thresholds)
     out: list[Finding] = []
     for card in diagnosis.cards:
-        for rule in PER_CARD:
-            if runs_on(rule.__name__, c.kind):
+        for name, rule in PER_CARD.items():
+            if runs_on(name, c.kind):
                 out.extend(rule(c, card))
-    out.extend(slow_rank(c, diagnosis.cards))
+    for name, across in ACROSS_CARDS.items():
+        if runs_on(name, c.kind):
+            out.extend(across(c, diagnosis.cards))
     return order(out)

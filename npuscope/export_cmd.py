@@ -43,9 +43,9 @@ def add_export_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from npuscope.analysis import Thresholds, diagnose
+    from npuscope.analysis import Thresholds
     from npuscope.analysis.perfetto_export import perfetto_trace
-    from npuscope.analysis.training_rules import training_findings
+    from npuscope.analysis.session import Options, diagnosed
     from npuscope.parsers import ProfileError
 
     from .loading import profile_for_command, views_for_command
@@ -77,10 +77,9 @@ def run_export(args: argparse.Namespace) -> int:
                     f"no card {args.card!r} in {profile.capture.name}; cards: {', '.join(profile.cards)}"
                 )
             cards = (args.card,)
-        diagnosis = diagnose(profile, thresholds, cards)
-        views = views_for_command(profile, no_cache=args.no_cache, strict=args.strict)
-        diagnosis = diagnosis.with_findings(training_findings(profile, diagnosis, views, thresholds))
-        trace = perfetto_trace(profile, diagnosis, cards)
+        first = diagnosed(profile, Options(thresholds, cards, strict=args.strict))
+        analysis = first.with_views(views_for_command(profile, no_cache=args.no_cache, strict=args.strict))
+        trace = perfetto_trace(profile, analysis.diagnosis, cards)
     write_whole(out, trace.data, force=args.force)
     print(
         f"wrote {out} ({_size(len(trace.data))}): {len(trace.cards)} card(s), {trace.tracks:,} tracks: "

@@ -23,12 +23,11 @@ from typing import Any
 
 import orjson
 
-from npuscope.analysis import Thresholds, diagnose
+from npuscope.analysis import Thresholds
 from npuscope.analysis.op_report import find_task, op_report
 from npuscope.analysis.report import SCHEMA, build_report, render
-from npuscope.analysis.training_rules import training_findings
+from npuscope.analysis.session import Options, analyse, diagnosed
 from npuscope.parsers import ProfileError
-from npuscope.parsers.views_cache import cached_training_views
 
 from .loading import profile_for_command, views_for_command
 
@@ -106,14 +105,14 @@ def _report(args: argparse.Namespace, out: Any) -> int:
             if card not in profile.cards:
                 raise ProfileError(f"no card {card!r} in {profile.capture.name}; cards: {', '.join(profile.cards)}")
             cards = (card,)
-        diagnosis = diagnose(profile, thresholds, cards)
+        first = diagnosed(profile, Options(thresholds, cards, strict=args.strict))
         if args.op:
-            task = find_task(diagnosis, args.op)
-            out.write(op_report(profile, diagnosis, task))
+            task = find_task(first.diagnosis, args.op)
+            out.write(op_report(profile, first.diagnosis, task))
             return 0
-        views = views_for_command(profile, no_cache=args.no_cache, strict=args.strict)
-        diagnosis = diagnosis.with_findings(training_findings(profile, diagnosis, views, thresholds))
-        report = build_report(profile, diagnosis, top=args.top, views=views)
+        analysis = first.with_views(views_for_command(profile, no_cache=args.no_cache, strict=args.strict))
+        diagnosis = analysis.diagnosis
+        report = build_report(profile, diagnosis, top=args.top, views=analysis.views)
         if args.format == "json":
             out.write(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n")
         elif html:
@@ -165,7 +164,7 @@ def _names(ranks: list[str]) -> str:
 
 
 def _run_cluster(args: argparse.Namespace, thresholds: Thresholds, ranks: list[tuple[str, Path]], out: Any) -> int:
-    from npuscope.analysis.cluster import cluster_json, open_cluster, open_rank, rank_findings
+    from npuscope.analysis.cluster import cluster_json, open_cluster, open_rank
     from npuscope.analysis.cluster_report import cluster_lines, rank_heading, slowest_rank
     from npuscope.parsers import FrameCache, ReadOptions
     from npuscope.text import printable
@@ -212,14 +211,14 @@ def _run_cluster(args: argparse.Namespace, thresholds: Thresholds, ranks: list[t
     def rank_report(rank: str) -> dict[str, Any] | None:
         """The usual report of one rank, the cluster's findings on it among its own."""
         profile = open_rank(summary, rank, cache=rank_cache)
-        diagnosis = diagnose(profile, thresholds)
+        options = Options(thresholds, strict=args.strict, views_cache=views_cache, cluster=summary, rank=rank)
         if args.op:
-            out.write(op_report(profile, diagnosis, find_task(diagnosis, args.op)))
+            first = diagnosed(profile, options)
+            out.write(op_report(profile, first.diagnosis, find_task(first.diagnosis, args.op)))
             return None
-        views = cached_training_views(profile, views_cache, strict=args.strict)
-        own = training_findings(profile, diagnosis, views, thresholds)
-        diagnosis = diagnosis.with_findings(rank_findings(summary, rank, own, profile.cards))
-        report = build_report(profile, diagnosis, top=args.top, views=views)
+        analysis = analyse(profile, options)
+        diagnosis = analysis.diagnosis
+        report = build_report(profile, diagnosis, top=args.top, views=analysis.views)
         report["rank"] = rank
         if args.format == "html":
             from npuscope.analysis.html_report import timeline_pictures

@@ -1,10 +1,10 @@
 """`npuscope sql PATH "QUERY"`: SQL over a profile's tables (analysis/sql.py).
 
-The tables are the frames the report uses, from the same path: open_profile, diagnose, the
-training-level views and their findings. On a cluster (a folder of rank folders) `ranks` is
-the cluster summary (no rank is loaded for it) and the per-rank tables hold every readable
-rank, each rank loaded once, when their tasks add up to at most MAX_CLUSTER_TASKS; beyond
-that `--rank` names the ranks to load. The query is parsed before anything is read, so a bad
+The tables are the frames the report uses, from the same path: open_profile, then the
+diagnosis, the training-level views and every finding (analysis/session.py). On a cluster (a
+folder of rank folders) `ranks` is the cluster summary (no rank is loaded for it) and the
+per-rank tables hold every readable rank, each rank loaded once, when their tasks add up to
+at most MAX_CLUSTER_TASKS; beyond that `--rank` names the ranks to load. The query is parsed before anything is read, so a bad
 one costs no load.
 """
 
@@ -113,7 +113,7 @@ def _path(given: str) -> str:
 
 
 def _profile_query(args: argparse.Namespace, thresholds, path: str, flat: bool):  # noqa: ANN001, ANN202
-    from npuscope.analysis import diagnose
+    from npuscope.analysis.session import Options, diagnosed
     from npuscope.analysis.sql import profile_tables, run_sql
     from npuscope.parsers import FrameCache
 
@@ -127,22 +127,20 @@ def _profile_query(args: argparse.Namespace, thresholds, path: str, flat: bool):
         strict=args.strict,
         source=args.source,
     ) as profile:
-        cache = FrameCache(enabled=not args.no_cache)
+        options = Options(thresholds, strict=args.strict, cache=FrameCache(enabled=not args.no_cache))
         tables = profile_tables(
             profile,
-            lambda: diagnose(profile, thresholds, cache=cache),
+            lambda: diagnosed(profile, options).diagnosis,
             lambda: views_for_command(profile, no_cache=args.no_cache, strict=args.strict),
         )
         return run_sql(tables, args.query, flat=flat)
 
 
 def _cluster_query(args: argparse.Namespace, thresholds, path: Path, found, per_rank: list[str], flat: bool):  # noqa: ANN001, ANN202
-    from npuscope.analysis import diagnose
-    from npuscope.analysis.cluster import open_cluster, open_rank, rank_findings
+    from npuscope.analysis.cluster import open_cluster, open_rank
+    from npuscope.analysis.session import Options, analyse
     from npuscope.analysis.sql import cluster_tables, profile_tables, run_sql
-    from npuscope.analysis.training_rules import training_findings
     from npuscope.parsers import FrameCache, ProfileError, ReadOptions
-    from npuscope.parsers.views_cache import cached_training_views
 
     from .progress import StderrProgress
 
@@ -165,11 +163,9 @@ def _cluster_query(args: argparse.Namespace, thresholds, path: Path, found, per_
 
     def rank_tables(rank: str):  # noqa: ANN202
         profile = open_rank(summary, rank, cache=rank_cache)
-        diagnosis = diagnose(profile, thresholds)
-        views = cached_training_views(profile, rank_cache, strict=args.strict)
-        own = training_findings(profile, diagnosis, views, thresholds)
-        found = diagnosis.with_findings(rank_findings(summary, rank, own, profile.cards)).findings
-        return profile_tables(profile, diagnosis, views, findings=found)
+        options = Options(thresholds, strict=args.strict, views_cache=rank_cache, cluster=summary, rank=rank)
+        analysis = analyse(profile, options)
+        return profile_tables(profile, analysis.operators, analysis.views, findings=analysis.findings)
 
     result = run_sql(cluster_tables(summary, ranks, rank_tables), args.query, flat=flat)
     for r in bad:

@@ -9,7 +9,8 @@ Read from what the capture holds, best first:
    counts): the counts of that chip in `CHIP_CORES`, an assumption the findings must say.
 
 Nothing here raises: a capture without any of them has unknown counts (`None`), and a rule
-that needs them does not run.
+that needs them does not run. Nothing is kept between calls: parsers/capture_extras.py reads
+them once per diagnosis and the value goes with it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,7 +27,7 @@ from .errors import ProfileError
 from .layout import Capture
 
 if TYPE_CHECKING:
-    from .profile import Profile
+    pass
 
 INFO_RE = re.compile(r"^info\.json\.(\d+)$")
 _MAX_INFO_BYTES = 1 << 20  # an info.json is a few hundred bytes; a larger one is not it
@@ -195,17 +195,4 @@ def device_info(capture: Capture, cards: tuple[str, ...]) -> dict[str, DeviceInf
                 info = _from_chip(chips[card], "NPU_INFO")
             if info is not None:
                 out.setdefault(card, info)
-    return out
-
-
-_memo: list[tuple[weakref.ref[Profile], dict[str, DeviceInfo]]] = []
-
-
-def profile_device_info(profile: Profile) -> dict[str, DeviceInfo]:
-    """`device_info` of a profile, read once for it (its rules ask once per card); the profile
-    is held by a weak reference."""
-    if _memo and _memo[0][0]() is profile:
-        return _memo[0][1]
-    out = device_info(profile.capture, profile.cards)
-    _memo[:] = [(weakref.ref(profile), out)]
     return out

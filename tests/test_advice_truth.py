@@ -20,7 +20,7 @@ from tiny import event, profile, task
 
 from npuscope import cli
 from npuscope.analysis import Thresholds, diagnose
-from npuscope.analysis.rules import SMALL_SAMPLE_TASKS
+from npuscope.analysis.card_data import SMALL_SAMPLE_TASKS
 from npuscope.analysis.waits import cause_text
 from npuscope.fixtures.generate import generate_cluster
 from npuscope.parsers import open_profile

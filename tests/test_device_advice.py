@@ -22,10 +22,12 @@ import polars as pl
 import pytest
 from tiny import event, profile, task
 
+from npuscope.analysis import advice, rules, training_rules
 from npuscope.analysis import diagnose as diagnose_fn
-from npuscope.analysis import rules, training_rules
 from npuscope.analysis.device_kind import DEVICE_KINDS, device_kind, paddle_device, profile_device, tasks_device
+from npuscope.analysis.framework import FRAMEWORKS
 from npuscope.analysis.kpis import card_kpis
+from npuscope.analysis.rules_capture import DEVICE_GAPS
 from npuscope.analysis.training_rules import training_findings
 from npuscope.cli import main
 from npuscope.parsers import FrameCache, open_profile
@@ -305,15 +307,19 @@ def test_gpu_trace_gets_gpu_words(gpu_folder, capsys):
 
 @pytest.mark.parametrize("kind", [k for k in DEVICE_KINDS if k != "NPU"])
 def test_device_advice_tables_have_no_npu_terms(kind):
-    table = rules.DEVICE_ADVICE[kind]
-    assert set(table) == set(rules.ADVICE) - set(NPU_ONLY_ADVICE)
-    for key, text in table.items():
-        assert npu_terms(text) == [], (kind, key)
-    for fw in rules.FRAMEWORKS:
+    npu_only = set(NPU_ONLY_ADVICE) | set(training_rules.NPU_ONLY_RULES)
+    assert set(advice.NPU_ONLY) == npu_only
+    for fw in FRAMEWORKS:
+        for topic in advice.ADVICE:
+            if topic in npu_only:
+                with pytest.raises(KeyError):
+                    advice.advice(topic, fw, kind)
+            else:
+                assert npu_terms(advice.advice(topic, fw, kind)) == [], (kind, fw, topic)
         for rule in training_rules.TRAINING_RULES:
             if training_rules.runs_on(rule, kind):
                 assert npu_terms(training_rules.advice(rule, fw, kind)) == [], (kind, fw, rule)
-    assert npu_terms(rules.DEVICE_GAPS.get(kind, "")) == []
+    assert npu_terms(DEVICE_GAPS.get(kind, "")) == []
 
 
 def _busy_host_profile(layout: str, task_type: str, events: list[dict], names=("slice", "matmul", "add")):

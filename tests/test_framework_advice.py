@@ -11,7 +11,9 @@ import pytest
 from tiny import event, profile, task
 
 from npuscope.analysis import diagnose
-from npuscope.analysis.rules import ADVICE, FRAMEWORK_ADVICE, FRAMEWORKS, framework_of
+from npuscope.analysis.advice import ACL, ADVICE, ANY, NPU, advice
+from npuscope.analysis.device_kind import DEVICE_KINDS
+from npuscope.analysis.framework import FRAMEWORKS, framework_of
 from npuscope.parsers import open_profile
 
 TORCH_SWITCH = "torch_npu.npu.set_compile_mode(jit_compile=False)"
@@ -138,8 +140,11 @@ def test_acl_application_gets_acl_words_for_its_cann_operators():
 
 
 def test_table_covers_known_frameworks_and_rules():
-    assert set(FRAMEWORK_ADVICE) <= set(FRAMEWORKS)
-    for table in FRAMEWORK_ADVICE.values():
-        assert set(table) <= set(ADVICE)
+    for topic, texts in ADVICE.items():
+        assert NPU in texts, topic  # words of a framework only where the NPU has words of its own
+        for kind, framework in texts:
+            assert kind in DEVICE_KINDS and framework in (*FRAMEWORKS, ANY), (topic, kind, framework)
+            assert framework == ANY or kind == "NPU", (topic, kind, framework)
     # The plain ACL application (msprof --application) has its own words, kept in the table.
-    assert "aclopSetCompileFlag" in FRAMEWORK_ADVICE["acl"]["recompilation"]
+    assert "aclopSetCompileFlag" in ADVICE["recompilation"][ACL]
+    assert advice("recompilation", "acl") == ADVICE["recompilation"][ACL]

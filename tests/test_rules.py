@@ -6,7 +6,8 @@ import polars as pl
 import pytest
 from tiny import event, profile, task
 
-from npuscope.analysis import Thresholds, diagnose, rules
+from npuscope.analysis import Thresholds, diagnose
+from npuscope.analysis.card_data import SMALL_SAMPLE_TASKS
 from npuscope.parsers import ProfileError
 
 
@@ -233,7 +234,7 @@ def test_data_gaps_lists_what_is_missing():
     )
     (only,) = _rule(diagnose(full), "data_gaps")
     assert only.count == 1 and "small sample" in only.title
-    many = [task("Add", 10 * i, 1) for i in range(rules.SMALL_SAMPLE_TASKS)]
+    many = [task("Add", 10 * i, 1) for i in range(SMALL_SAMPLE_TASKS)]
     full = profile(
         many,
         [event("Node@launch", 0, 1)],
