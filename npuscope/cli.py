@@ -1,6 +1,9 @@
 """The `npuscope` command: parse arguments, run one subcommand, map errors to exit codes.
 
 Exit codes: 0 ok, 2 bad input (one line on stderr, never a traceback), 130 interrupted.
+`--debug` (before a command, or anywhere in the explorer's arguments) adds the traceback of
+an error on stderr: after bad input's line, and for the explorer the tracebacks its error
+log received, once the explorer has given the terminal back.
 Heavy imports (polars, the parsers, Textual, asyncio) are deferred into the subcommands so
 `--help` is instant: every function-level import below is one of those.
 """
@@ -10,6 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import traceback
 from pathlib import Path
 
 from . import __version__
@@ -19,6 +23,19 @@ from .export_cmd import add_export_parser
 from .sql_cmd import add_sql_parser
 
 DESCRIPTION = "Terminal explorer for Huawei Ascend NPU profiles (msprof, torch_npu, Paddle)."
+DEBUG = "--debug"
+DEBUG_HELP = "on an error, print its traceback on stderr too (the explorer's: once it has closed)"
+
+
+def _errors_epilog() -> str:
+    # The error log's module is the standard library only: naming it keeps --help instant.
+    from npuscope.tui.error_log import log_path
+
+    return (
+        "An unexpected error in the explorer shows one line and leaves its traceback in "
+        f"{log_path()} ($XDG_STATE_HOME/npuscope, else ~/.local/state/npuscope): send it with a "
+        f"bug report. {DEBUG} also prints it on stderr; it goes before a COMMAND too."
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -135,6 +152,7 @@ def build_explorer_parser() -> argparse.ArgumentParser:
         prog="npuscope",
         description=DESCRIPTION + " With no command, opens the explorer on PATH (default: the "
         "bundled demo profile). Commands: " + ", ".join(SUBCOMMANDS) + " (npuscope COMMAND --help).",
+        epilog=_errors_epilog(),
     )
     parser.add_argument("--version", action="version", version=f"npuscope {__version__}")
     add_source_args(parser)
@@ -152,11 +170,25 @@ def build_explorer_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="the capture screen's folder on the hosts (default ~/.cache/npuscope/capture)",
     )
+    parser.add_argument(DEBUG, action="store_true", help=DEBUG_HELP)
     return parser
+
+
+def _bad_input(exc: BaseException, debug: bool) -> int:
+    """Bad input: its one line on stderr (and with --debug its traceback); exit code 2."""
+    from npuscope.text import one_line
+
+    print(f"npuscope: {one_line(str(exc))}", file=sys.stderr)
+    if debug:
+        traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+    return 2
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    debug = False
+    while argv and argv[0] == DEBUG:  # the global option, before the command
+        debug, argv = True, argv[1:]
     from .address_space import prepare
 
     too_small = prepare()  # before polars is imported: it configures polars' allocator
@@ -165,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if not argv or argv[0] not in SUBCOMMANDS:
         args = build_explorer_parser().parse_args(argv)
+        args.debug = args.debug or debug
         try:
             return run_explorer(args)
         except KeyboardInterrupt:  # ctrl+c before the explorer took the terminal
@@ -176,12 +209,11 @@ def main(argv: list[str] | None = None) -> int:
         capture = parser.parse_args(["capture", *opts])
         code, folder = run_capture(capture, command)
         if folder is not None and capture.open:
-            return main([str(folder)])
+            return main([*([DEBUG] if debug else []), str(folder)])
         return code
     args = parser.parse_args(argv)
     from npuscope.parsers import ProfileError
     from npuscope.parsers.memory import analysing
-    from npuscope.text import one_line
 
     analysing(args.command != "inspect")
 
@@ -207,8 +239,7 @@ def main(argv: list[str] | None = None) -> int:
 
             return run_export(args)
     except ProfileError as exc:
-        print(f"npuscope: {one_line(str(exc))}", file=sys.stderr)
-        return 2
+        return _bad_input(exc, debug)
     except KeyboardInterrupt:
         print("npuscope: interrupted", file=sys.stderr)
         return 130
@@ -221,7 +252,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_explorer(args: argparse.Namespace) -> int:
-    """Check the path before the UI starts (bad input exits 2 with one line), then run."""
+    """Check the path before the UI starts (bad input exits 2 with one line), then run;
+    with --debug, the tracebacks the explorer logged follow on stderr once it has closed."""
     from npuscope.parsers import ProfileError
     from npuscope.parsers.memory import analysing
     from npuscope.text import one_line
@@ -241,8 +273,7 @@ def run_explorer(args: argparse.Namespace) -> int:
             discover(compare_with)
         thresholds = Thresholds.from_file(args.rules)
     except ProfileError as exc:
-        print(f"npuscope: {one_line(str(exc))}", file=sys.stderr)
-        return 2
+        return _bad_input(exc, args.debug)
     from npuscope.parsers import ReadOptions
     from npuscope.tui.app import NpuscopeApp
 
@@ -262,6 +293,9 @@ def run_explorer(args: argparse.Namespace) -> int:
     app.run()
     if app.error_message:
         print(f"npuscope: {one_line(app.error_message)}", file=sys.stderr)
+    if args.debug:
+        for reported in app.errors.reported:
+            print(f"npuscope: {reported.line}\n{reported.traceback}", file=sys.stderr, end="")
     code = app.return_code or 0
     global _explorer_ran
     _explorer_ran = True

@@ -27,7 +27,7 @@ from npuscope.tui.widgets.cards_pane import CardsPane, FindingCard
 from npuscope.tui.widgets.frame_table import FrameTable
 from npuscope.tui.widgets.mini_timeline import MiniTimeline
 from npuscope.tui.widgets.step_bars import StepBars
-from npuscope.tui.widgets.view_pane import READING, ViewPane
+from npuscope.tui.widgets.view_pane import READING
 
 GPT3 = "torch_npu_2023_gpt3_2rank"
 CNN = "torch_npu_2024_cnn"
@@ -278,7 +278,7 @@ async def test_host_api_tab_and_a_card_without_rows(samples, tmp_path):
         await pilot.press("d")
         assert table.frame["total_us"].to_list() == sorted((r["total_us"] for r in truth), reverse=True)
         await pilot.press("s")  # the next column after Total: Span(%)
-        assert screen.query_one("#host_api-pane", ViewPane).sorts["host_api"] == ("share_pct", True)
+        assert screen.state.sort_of("host_api") == ("share_pct", True)
         await pilot.press("slash", *"synchronize", "enter")
         assert table.row_count == sum("synchronize" in r["api"].lower() for r in truth) > 0
 
@@ -300,8 +300,7 @@ async def test_training_finding_drills_down_to_its_tab(samples, tmp_path):
         cards.index = rules.index("comm_not_overlapped")
         await pilot.press("enter")
         assert screen.query_one("#tabs").active == "steps"
-        pane = screen.query_one("#steps-pane", ViewPane)
-        assert pane.sorts["steps"] == ("comm_not_overlapped_us", True) and _table(screen, "steps").has_focus
+        assert screen.state.sort_of("steps") == ("comm_not_overlapped_us", True) and _table(screen, "steps").has_focus
         assert _table(screen, "steps").current_row["step"] == chosen.evidence[0]["step"]
         # An op-level finding, chosen from the Steps tab, filters the op summary (not the steps).
         ops = [i for i, item in enumerate(items) if not item.finding.view]
@@ -311,7 +310,7 @@ async def test_training_finding_drills_down_to_its_tab(samples, tmp_path):
         await pilot.press("enter")
         text, _ = drill_down(items[ops[0]].finding, app.thresholds)
         assert screen.query_one("#tabs").active == "summary" and screen.filter_query.text == text
-        assert pane.filter_query.text == ""
+        assert screen.state.filter_of("steps") == ""
 
 
 # --------------------------------------------------------------------------- loading

@@ -7,7 +7,14 @@ Loading never holds the event loop: each load (and compare) is a `Job` with its 
 cancel event and generation (load_job.py). Screens ask for work with request messages
 (`LoadRequested`, `CompareRequested`, `CancelRequested`); jobs answer with result messages
 tagged with their generation, and a result whose job is no longer the current one is
-dropped, so nothing an older load or compare posts can replace what a newer one showed.
+dropped (`is_current`), so nothing an older load or compare posts can replace what a newer
+one showed. A job's thread is handed what it needs (the path, the `Settings`, the base of a
+comparison) and reads nothing of the app.
+
+Errors take one route (tui/errors.py): a failed load or compare says its line where the
+screen shows it, a worker that ends in an error is notified by `on_worker_state_changed`
+(the screens forward theirs to `report_worker`), and the traceback of anything unexpected
+goes to the log (`errors.reported` keeps them for `--debug`).
 
 With `clusters=True` a path that is a cluster (a folder of rank folders) loads its summary
 and shows the Ranks view (screens/ranks_screen.py) first; a rank chosen there (`RankRequested`) or the next or
@@ -32,13 +39,17 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.message import Message
 from textual.screen import Screen
+from textual.worker import Worker
 
-from npuscope.analysis import Thresholds
+from npuscope.analysis import Diagnosis, Thresholds
+from npuscope.analysis.cluster import ClusterSummary
 from npuscope.analysis.compare import compare_runs
 from npuscope.analysis.compare_render import render_comparison
 from npuscope.capture.spec import DEFAULT_REMOTE_ROOT
-from npuscope.parsers import Cancelled, ProfileError, ReadOptions
+from npuscope.parsers import Cancelled, Profile, ProfileError, ReadOptions
 
+from .errors import ErrorRoute
+from .explorer import Settings
 from .load_job import Job, Progress, cluster_ranks, load_cluster, load_profile, load_rank, open_for_compare
 from .messages import (
     CancelRequested,
@@ -54,6 +65,8 @@ from .messages import (
     RankRequested,
     RanksRequested,
     RankStepRequested,
+    Result,
+    is_current,
 )
 from .ranks_state import neighbour
 from .screens.help_screen import HelpScreen, all_keys
@@ -89,7 +102,7 @@ class _LoopExecutor(ThreadPoolExecutor):
         super().shutdown(wait=wait, cancel_futures=cancel_futures)
 
 
-class NpuscopeApp(App):
+class NpuscopeApp(App[None]):
     """npuscope explorer."""
 
     CSS_PATH = "app.tcss"
@@ -122,15 +135,19 @@ class NpuscopeApp(App):
         `ssh_config`, `remote_root`: what the capture screen starts with (--ssh-config,
         --remote-cache)."""
         super().__init__()
-        self.ssh_config, self.remote_root = ssh_config, remote_root
-        self.clusters = clusters
-        self.read = read or ReadOptions()
+        self.settings = Settings(
+            read=read or ReadOptions(),
+            thresholds=thresholds or Thresholds(),
+            use_cache=cache,
+            export_dir=export_dir,
+            clusters=clusters,
+            ssh_config=ssh_config,
+            remote_root=remote_root,
+        )
+        self.errors = ErrorRoute()
         self.compare_with = compare_with
         self.path = path
         self.capture = capture
-        self.use_cache = cache
-        self.thresholds = thresholds or Thresholds()
-        self.export_dir = export_dir
         self.error_message: str | None = None
         self.main = MainScreen()
         self._generations = itertools.count(1)
@@ -138,7 +155,7 @@ class NpuscopeApp(App):
         self.comparing: Job | None = None  # the compare whose result is taken
         self.jobs: list[Job] = []  # every job started (their threads may outlive the app)
         self.dropped: list[tuple[str, int]] = []  # (message, generation) of jobs no longer current
-        self.cluster: Any = None  # the ClusterSummary of the open cluster, if the path is one
+        self.cluster: ClusterSummary | None = None  # the open cluster, if the path is one
         self.ranks: RanksScreen | None = None  # its Ranks view (installed while it is open)
         self.rank: str | None = None  # the rank of the cluster the main screen shows
         self.loading_rank: str | None = None  # the rank the current load opens
@@ -146,10 +163,42 @@ class NpuscopeApp(App):
         # left (its thread, a cache write it queued), even if the thread has noticed the cancel.
         self.left_busy = False
 
+    # What the explorer was started with, by name.
+    @property
+    def read(self) -> ReadOptions:
+        return self.settings.read
+
+    @property
+    def thresholds(self) -> Thresholds:
+        return self.settings.thresholds
+
+    @property
+    def use_cache(self) -> bool:
+        return self.settings.use_cache
+
+    @property
+    def export_dir(self) -> Path | None:
+        return self.settings.export_dir
+
+    @property
+    def clusters(self) -> bool:
+        return self.settings.clusters
+
     async def on_mount(self) -> None:
         asyncio.get_running_loop().set_default_executor(_LoopExecutor(self))
         await self.push_screen(self.main)
         self.start_load(self.path, self.capture)
+
+    # ---------------------------------------------------------------- errors
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        self.report_worker(event)
+
+    def report_worker(self, event: Worker.StateChanged) -> None:
+        """A worker (the app's, or a screen's forwarded here) that ended in an error: its
+        line is notified, its traceback logged."""
+        line = self.errors.worker_failed(event.worker, event.state)
+        if line is not None:
+            self.notify(line, title="Error", severity="error", markup=False, timeout=10)
 
     # ---------------------------------------------------------------- jobs
     def _job(self, kind: str) -> Job:
@@ -163,21 +212,17 @@ class NpuscopeApp(App):
         """A load or compare thread is still running (the process must not wait for it)."""
         return any(job.running for job in self.jobs)
 
-    def _current(self, message: Message, job: Job | None) -> bool:
+    def _current(self, message: Result, job: Job | None) -> bool:
         """Whether `message` comes from `job`, the current one; else it is dropped."""
-        generation = getattr(message, "generation", -1)
-        if job is not None and generation == job.generation:
-            return True
-        self.dropped.append((type(message).__name__, generation))
-        return False
+        return is_current(message, job.generation if job is not None else None, self.dropped)
 
     @work(group="load", exit_on_error=False, description="load profile")
     async def _run_load(self, job: Job, path: Path, capture: str | int | None) -> None:
-        await job.run(partial(self._load, job, path, capture))
+        await job.run(partial(self._load, job, path, capture, self.settings))
 
     @work(group="compare", exit_on_error=False, description="compare")
-    async def _run_compare(self, job: Job, other: Path, base: Any, base_diagnosis: Any) -> None:
-        await job.run(partial(self._compare, job, other, base, base_diagnosis))
+    async def _run_compare(self, job: Job, other: Path, base: Profile, base_diagnosis: Diagnosis) -> None:
+        await job.run(partial(self._compare, job, other, base, base_diagnosis, self.settings))
 
     def _post(self, message: Message) -> None:
         """Post from a job's thread; after the app has closed there is no one to tell."""
@@ -197,15 +242,15 @@ class NpuscopeApp(App):
         self._run_load(job, path, capture)
         return job.generation
 
-    def _load(self, job: Job, path: Path, capture: str | int | None) -> None:
+    def _load(self, job: Job, path: Path, capture: str | int | None, settings: Settings) -> None:
         def read(progress: Progress) -> Message:
-            ranks = cluster_ranks(path, capture) if self.clusters else None
+            ranks = cluster_ranks(path, capture) if settings.clusters else None
             if ranks is not None:
                 summary = load_cluster(
                     path,
-                    read=self.read,
-                    thresholds=self.thresholds,
-                    use_cache=self.use_cache,
+                    read=settings.read,
+                    thresholds=settings.thresholds,
+                    use_cache=settings.use_cache,
                     cancel=job.cancel,
                     progress=progress,
                     ranks=ranks,
@@ -214,9 +259,9 @@ class NpuscopeApp(App):
             profile, diagnosis = load_profile(
                 path,
                 capture=capture,
-                read=self.read,
-                thresholds=self.thresholds,
-                use_cache=self.use_cache,
+                read=settings.read,
+                thresholds=settings.thresholds,
+                use_cache=settings.use_cache,
                 cancel=job.cancel,
                 progress=progress,
             )
@@ -226,7 +271,7 @@ class NpuscopeApp(App):
 
     def _load_outcome(self, job: Job, read: Callable[[Progress], Message], what: str = "") -> None:
         """Run `read` (given the progress callback) in the job's thread and post what came of
-        it: its message, the cancel, or the failure in one line (`what` leads it)."""
+        it: its message, the cancel, or the failure (`what` leads its line)."""
 
         def progress(done: int, total: int, label: str) -> None:
             self._post(LoadProgressed(done, total, label, job.generation))
@@ -235,22 +280,20 @@ class NpuscopeApp(App):
             message = read(progress)
         except Cancelled:
             self._post(LoadCancelled(job.generation))
-        except ProfileError as exc:
-            self._post(LoadFailed(f"{what}{exc}", exc.title, job.generation))
-        except Exception as exc:  # anything the loader did not expect: one line, never a crash
-            text = f"{what}unexpected error while loading: {type(exc).__name__}: {exc}"
-            self._post(LoadFailed(text, generation=job.generation))
+        except Exception as exc:  # bad input or a bug: the error route says which (`_failed`)
+            self._post(LoadFailed(exc, what, job.generation))
         else:
             self._post(message)
 
     # ---------------------------------------------------------------- clusters
     @work(group="load", exit_on_error=False, description="load rank")
-    async def _run_rank(self, job: Job, summary: Any, rank: str) -> None:
-        await job.run(partial(self._load_rank, job, summary, rank))
+    async def _run_rank(self, job: Job, summary: ClusterSummary, rank: str) -> None:
+        await job.run(partial(self._load_rank, job, summary, rank, self.settings))
 
     def start_rank(self, rank: str) -> int:
         """Load rank `rank` of the open cluster into the main screen; an older load is
         cancelled. From the Ranks view its progress shows there (Esc cancels). Its generation."""
+        assert self.cluster is not None, "no cluster is open"
         if self.loading is not None:
             self.loading.cancel.set()
         job = self.loading = self._job("load")
@@ -262,14 +305,14 @@ class NpuscopeApp(App):
         self._run_rank(job, self.cluster, rank)
         return job.generation
 
-    def _load_rank(self, job: Job, summary: Any, rank: str) -> None:
+    def _load_rank(self, job: Job, summary: ClusterSummary, rank: str, settings: Settings) -> None:
         def read(progress: Progress) -> Message:
             profile, diagnosis = load_rank(
                 summary,
                 rank,
-                read=self.read,
-                thresholds=self.thresholds,
-                use_cache=self.use_cache,
+                read=settings.read,
+                thresholds=settings.thresholds,
+                use_cache=settings.use_cache,
                 cancel=job.cancel,
                 progress=progress,
             )
@@ -375,7 +418,7 @@ class NpuscopeApp(App):
         if self.comparing is not None:  # it compared against the profile replaced now
             self.comparing.cancel.set()
             self.comparing = None
-        if message.rank is None:
+        if message.rank is None or self.cluster is None:
             self._close_cluster()  # a capture opened by itself
         else:
             self.rank = message.rank
@@ -403,7 +446,9 @@ class NpuscopeApp(App):
     def _failed(self, message: LoadFailed) -> None:
         if self._current(message, self.loading):
             self.loading = None
-            self.fail(message.message, message.title)
+            error = message.error
+            title = error.title if isinstance(error, ProfileError) else "Cannot load"
+            self.fail(self.errors.describe(error, lead=message.what, during=" while loading"), title)
 
     def _stopped(self, message: str) -> None:
         """A load ended without a profile: back to the open one, or say so on the empty screen."""
@@ -449,18 +494,16 @@ class NpuscopeApp(App):
         self._run_compare(job, other, base, base_diagnosis)
         return job.generation
 
-    def _compare(self, job: Job, other: Path, base: Any, base_diagnosis: Any) -> None:
+    def _compare(self, job: Job, other: Path, base: Profile, base_diagnosis: Diagnosis, settings: Settings) -> None:
         try:
-            new = open_for_compare(other, use_cache=self.use_cache, cancel=job.cancel)
+            new = open_for_compare(other, use_cache=settings.use_cache, cancel=job.cancel)
             # The open profile's diagnosis is reused: only NEW is diagnosed.
-            comparison = compare_runs(base, new, thresholds=self.thresholds, base_diagnosis=base_diagnosis)
+            comparison = compare_runs(base, new, thresholds=settings.thresholds, base_diagnosis=base_diagnosis)
             text = render_comparison(comparison, "text", top=None)
         except Cancelled:
             return
-        except ProfileError as exc:
-            self._post(ComparisonFailed(other, str(exc), job.generation))
-        except Exception as exc:
-            self._post(ComparisonFailed(other, f"unexpected error: {type(exc).__name__}: {exc}", job.generation))
+        except Exception as exc:  # bad input or a bug: the error route says which (`_compare_failed`)
+            self._post(ComparisonFailed(other, exc, job.generation))
         else:
             self._post(ComparisonReady(other, text, job.generation))
 
@@ -480,7 +523,8 @@ class NpuscopeApp(App):
     def _compare_failed(self, message: ComparisonFailed) -> None:
         if self._current(message, self.comparing):
             self.comparing = None
-            self.notify(message.message, title="Cannot compare", severity="error", markup=False)
+            line = self.errors.describe(message.error)
+            self.notify(line, title="Cannot compare", severity="error", markup=False)
 
     # ---------------------------------------------------------------- direct calls
     # Screens post request messages; these remain for callers that still call the app.

@@ -1,10 +1,12 @@
 """What the explorer's main screen shows, as one frozen value with pure transitions.
 
-The card, the visible tab, the filter of each tab, the sort of each table, the highlighted
-row of each table and whether the findings cards are open: everything a key changes. Keys
-become transitions (`sort_by(state, "summary", "wait_us")`), the screen keeps the latest
-state and renders from it, and the rules (a second press reverses, `t` starts earliest
-first, a new card starts at the top) are tested here without an app. No Textual, no Rich.
+The card, the visible tab, the filter of each tab, the sort of each table, the table of each
+tab the keys act on, the highlighted row of each table, how the Op statistics and the
+Communication tab group their rows and whether the findings cards are open: everything a key
+changes. Keys become transitions (`sort_by(state, "summary", "wait_us")`), the screen keeps
+the latest state and renders from it (its panes too: they hold no view state of their own),
+and the rules (a second press reverses, `t` starts earliest first, a new card starts at the
+top) are here once, tested without an app. No Textual, no Rich.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
+from typing import TypeVar
 
+V = TypeVar("V")
 Sort = tuple[str, bool]
 """(column key, descending)"""
 
@@ -23,7 +27,7 @@ OP_TABS = ("summary", "stats")
 DEFAULT_SORTS: Mapping[str, Sort] = MappingProxyType({"summary": (ROW, False), "stats": ("total_us", True)})
 
 
-def _frozen(mapping: Mapping) -> Mapping:
+def _frozen(mapping: Mapping[str, V]) -> Mapping[str, V]:
     return MappingProxyType(dict(mapping))
 
 
@@ -43,9 +47,17 @@ class ViewState:
     """The findings cards shown in place of the tables (narrow terminals)."""
     stats_by_shape: bool = False
     """The Op statistics tab groups by op type and input shapes (`g`), else by op type."""
+    tables: Mapping[str, str] = field(default_factory=lambda: _frozen({}))
+    """The table the keys act on per tab that holds several (the one focused last)."""
+    comm_by_type: bool = True
+    """The Communication tab's collectives per op type, else per op (`o`)."""
 
     def sort_of(self, table: str) -> Sort:
         return self.sorts.get(table, (ROW, False))
+
+    def table_of(self, tab: str, first: str) -> str:
+        """The table of `tab` the keys act on (`first`: the tab's first table, until another is focused)."""
+        return self.tables.get(tab, first)
 
     def filter_of(self, tab: str | None = None) -> str:
         return self.filters.get(filter_scope(self.tab if tab is None else tab), "")
@@ -120,3 +132,15 @@ def toggle_stats_by_shape(state: ViewState) -> ViewState:
 
 def close_cards(state: ViewState) -> ViewState:
     return replace(state, cards_open=False) if state.cards_open else state
+
+
+def focus_table(state: ViewState, tab: str, table: str) -> ViewState:
+    """The keys of `tab` act on its table `table` (it was focused)."""
+    if state.tables.get(tab) == table:
+        return state
+    return replace(state, tables=_frozen({**state.tables, tab: table}))
+
+
+def set_comm_by_type(state: ViewState, by_type: bool) -> ViewState:
+    """The Communication tab's collectives per op type (True) or per op (False)."""
+    return state if by_type == state.comm_by_type else replace(state, comm_by_type=by_type)

@@ -30,6 +30,7 @@ from textual.suggester import SuggestFromList
 from textual.timer import Timer
 from textual.widgets import Button, Checkbox, Footer, Input, Label, Log, OptionList, ProgressBar, Select, Static
 from textual.widgets.option_list import Option
+from textual.worker import Worker
 
 from npuscope.capture import hosts as remembered
 from npuscope.capture import session
@@ -37,6 +38,7 @@ from npuscope.capture import spec as capture_spec
 from npuscope.capture.events import PHASES, Event, LogLine, PhaseStarted, Progressed, RunStarted
 from npuscope.capture.runs import RunInfo
 
+from ..explorer import explorer
 from ..messages import LoadRequested
 
 JIT_CHOICES = (("leave as is", "leave"), ("on", "on"), ("off", "off"))
@@ -366,13 +368,10 @@ class CaptureScreen(Screen):
                 outcome = await session.capture(spec, emit)
             else:
                 outcome = await session.attach(spec, run_id, emit)
-        except capture_spec.CaptureError as exc:
+        except Exception as exc:  # the host's or the form's error, or a bug: the error route says which
             if generation == self._generation:
-                self._failed(str(exc), exc.log_tail)
-            return
-        except Exception as exc:  # anything unexpected: one line, never a traceback
-            if generation == self._generation:
-                self._failed(f"unexpected error: {type(exc).__name__}: {exc}", ())
+                tail = exc.log_tail if isinstance(exc, capture_spec.CaptureError) else ()
+                self._failed(explorer(self.app).errors.describe(exc), tail)
             return
         if generation != self._generation:
             return
@@ -469,14 +468,17 @@ class CaptureScreen(Screen):
             self._list_runs(host)
 
     async def _ask(self, call, what: str):
-        """Await a short remote call; on failure show one line and return None."""
+        """Await a short remote call; on failure show one line (through the error route) and
+        return None."""
         try:
             return await call
-        except capture_spec.CaptureError as exc:
-            self.set_status(str(exc), error=True)
-        except Exception as exc:  # anything unexpected: one line, never a traceback
-            self.set_status(f"{what}: {type(exc).__name__}: {exc}", error=True)
+        except Exception as exc:  # the host's error, or a bug (`what` leads the line of a bug)
+            lead = "" if isinstance(exc, capture_spec.CaptureError) else f"{what}: "
+            self.set_status(explorer(self.app).errors.describe(exc, lead=lead), error=True)
         return None
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        explorer(self.app).report_worker(event)
 
     # ---------------------------------------------------------------- leaving
     def action_close(self) -> None:

@@ -1,12 +1,15 @@
 """The main screen: header, cards, the op and training-level tabs, mini timeline.
 
-What it shows (card, tab, filters, sorts, highlighted rows, cards open) is a `ViewState`
-(tui/view_state.py): keys apply its pure transitions and the screen renders the result,
-asking the analysis layer for the frames; the widgets only draw what they are given. The
-training-level views (steps, communication, host API, memory) are read in a worker once the
-first screen shows; their tabs say "reading…" until then, and each tab keeps its own sorts
-and filter. Loading, comparing and cancelling are requests posted to the app
-(tui/messages.py). The keys are listed under `MainScreen.BINDINGS`.
+What it shows (card, tab, filters, sorts, highlighted rows, cards open, the training tabs'
+tables and grouping) is one `ViewState` (tui/view_state.py): keys apply its pure transitions
+and the screen renders the result, asking the analysis layer for the frames; the widgets and
+panes only draw what they are given. The training-level views (steps, communication, host
+API, memory) are read in a worker once the first screen shows; their tabs say "reading…"
+until then, and each tab has its own sorts and filter in the state. Each profile shown has a
+generation: the workers (training views, timeline) are handed their inputs and return
+results tagged with it, and a result of a profile no longer shown is dropped (tui/messages.py).
+Loading, comparing and cancelling are requests posted to the app. The keys are listed under
+`MainScreen.BINDINGS`.
 """
 
 from __future__ import annotations
@@ -14,31 +17,26 @@ from __future__ import annotations
 from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import polars as pl
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Label, ProgressBar, Static, TabbedContent, TabPane
+from textual.worker import Worker
 
 from npuscope.analysis import Diagnosis
 from npuscope.analysis.bound import RATIO_COLUMNS, with_bound
 from npuscope.analysis.card_spread import card_spread, render_card_spread
-from npuscope.analysis.cluster import rank_findings
+from npuscope.analysis.cluster import ClusterSummary, rank_findings
 from npuscope.analysis.drilldown import TASK_COLUMNS, drill_down
 from npuscope.analysis.export import export_dir, export_table, write_text_atomic
 from npuscope.analysis.kpis import card_kpis
 from npuscope.analysis.op_report import op_report
-from npuscope.analysis.query import (
-    Query,
-    QueryError,
-    parse_query,
-    stats_positions,
-    task_positions,
-    totals_at,
-)
+from npuscope.analysis.query import Query, QueryError, parse_query, stats_positions, task_positions, totals_at
 from npuscope.analysis.shape_stats import statistic_by_shape
 from npuscope.analysis.timeline_view import TimelineModel, build_model
 from npuscope.analysis.totals import card_summary, op_type_count
@@ -49,17 +47,29 @@ from npuscope.parsers import FrameCache, Profile, ProfileError
 from npuscope.parsers.training import TrainingViews
 from npuscope.parsers.views_cache import cached_training_views
 
-from ..explorer import explorer
+from ..explorer import Settings, explorer
 from ..format import human_us
-from ..messages import CancelRequested, CompareRequested, LoadRequested, RanksRequested, RankStepRequested
+from ..messages import (
+    CancelRequested,
+    CompareRequested,
+    LoadRequested,
+    RanksRequested,
+    RankStepRequested,
+    TimelineBuilt,
+    ViewsFailed,
+    ViewsRead,
+    is_current,
+)
 from ..palette import CAUSE_STYLES
 from ..view_state import (
     ViewState,
     close_cards,
+    focus_table,
     next_sort_column,
     reverse,
     select,
     set_card,
+    set_comm_by_type,
     set_filter,
     set_sort,
     set_tab,
@@ -77,7 +87,7 @@ from ..widgets.host_api_pane import HostApiPane
 from ..widgets.memory_pane import MemoryPane
 from ..widgets.mini_timeline import MiniTimeline
 from ..widgets.steps_pane import StepsPane
-from ..widgets.view_pane import ViewPane
+from ..widgets.view_pane import ViewPane, parsed
 from .capture_screen import CaptureScreen
 from .finding_screen import FindingScreen
 from .path_prompt import PathPrompt
@@ -141,7 +151,7 @@ VIEW_TABS = {"steps": "steps", "communication": "communication", "links": "commu
 VIEW_TABS |= {"host_api": "host_api", "memory": "memory"}
 
 
-class MainScreen(Screen):
+class MainScreen(Screen[None]):
     # Keys of the screen work wherever the focus is (the focused widget's own keys come first:
     # the filter bar's typing, a table's arrows, the timeline's arrows).
     BINDINGS = [
@@ -206,7 +216,8 @@ class MainScreen(Screen):
         self.profile: Profile | None = None
         self.diagnosis: Diagnosis | None = None
         self.state = ViewState()
-        self._queries: dict[str, Query] = {"": parse_query("")}
+        self.generation = 0  # of the profile shown: the workers' results for another are dropped
+        self.dropped: list[tuple[str, int]] = []  # (message, generation) of results dropped
         self._card_tasks: dict[str, pl.DataFrame] = {}
         self._models: dict[str, TimelineModel] = {}
         self._summary_totals: tuple[int, float, float] = (0, 0.0, 0.0)
@@ -229,10 +240,12 @@ class MainScreen(Screen):
     @property
     def filter_query(self) -> Query:
         """The op tabs' filter, parsed (it parsed when it was set)."""
-        text = self.state.filter_of("summary")
-        if text not in self._queries:
-            self._queries[text] = parse_query(text)
-        return self._queries[text]
+        return parsed(self.state.filter_of("summary"))
+
+    @property
+    def cards_shown(self) -> bool:
+        """The findings cards are open in place of the tables (a narrow terminal)."""
+        return self.state.cards_open and self.has_class("narrow")
 
     def _set_card(self, card: str) -> None:
         self.state = set_card(self.state, card)
@@ -270,7 +283,7 @@ class MainScreen(Screen):
         self.query_one("#summary-table", FrameTable).cell_styles = CAUSE_STYLES
         self.query_one("#filter").display = False
 
-    def on_resize(self, event) -> None:
+    def on_resize(self, event: events.Resize) -> None:
         narrow = self.size.width < CARDS_BESIDE_WIDTH
         self.set_class(narrow, "narrow")
         self.set_class(self.size.height < 30, "short")
@@ -294,6 +307,7 @@ class MainScreen(Screen):
 
     def show_profile(self, profile: Profile, diagnosis: Diagnosis) -> None:
         self.profile, self.diagnosis = profile, diagnosis
+        self.generation += 1
         self._card_tasks.clear()
         self._models.clear()
         self.add_class("loaded")
@@ -303,7 +317,9 @@ class MainScreen(Screen):
             pane.show_reading()
         self._show_card()
         # Read in a worker once the first screen is painted: the op tabs are usable meanwhile.
-        self.call_after_refresh(self._read_views, profile, diagnosis)
+        app = explorer(self.app)
+        cluster = app.cluster if self.rank is not None else None  # a rank of it: its cache, its findings
+        self.call_after_refresh(self._read_views, profile, diagnosis, self.generation, app.settings, cluster, self.rank)
         for note in profile.notes:
             self.notify(note, title="Note", markup=False, timeout=6)
         self.query_one("#summary-table", FrameTable).focus()
@@ -363,14 +379,14 @@ class MainScreen(Screen):
         timeline = self.query_one(MiniTimeline)
         timeline.set_steps(step_marks(self.step_windows, self.card) if self.step_windows is not None else ())
         for pane in self.panes():
-            pane.set_card(self.card)
+            pane.show_card(self.state)
         if self.card in self._models:
             timeline.set_model(self._models[self.card])
         else:
             # Built off the UI thread (0.3 s for 2M tasks) once the first screen has settled:
             # started at once, it competes with the first paint for both cores.
             timeline.set_model(None, empty_text="building the timeline…")
-            self.set_timer(MODEL_DELAY_S, partial(self._build_model, self.card, tasks))
+            self.set_timer(MODEL_DELAY_S, partial(self._build_model, self.card, tasks, p.events, self.generation))
         self.refresh_tables()
 
     def refresh_tables(self, *, jump_to_row: int | None = None, which: tuple[str, ...] = ("summary", "stats")) -> None:
@@ -397,12 +413,21 @@ class MainScreen(Screen):
             stats_table.set_data(stats, columns, sort=(key, desc), keep_key=None, order=order)
         self._update_status()
 
-    @work(thread=True, group="timeline", exit_on_error=False, description="build timeline")
-    def _build_model(self, card: str, tasks: pl.DataFrame) -> None:
-        model = build_model(tasks, self.loaded[0].events, card)
-        self.app.call_from_thread(self._model_ready, card, model)
+    # ---------------------------------------------------------------- workers
+    # Each is handed what it reads and hands its result, tagged with the generation of the
+    # profile it was started for, to its handler on the UI thread (`call_from_thread`: the
+    # worker ends once its result is taken); a worker that fails reaches the app's error route.
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        explorer(self.app).report_worker(event)
 
-    def _model_ready(self, card: str, model: TimelineModel) -> None:
+    @work(thread=True, group="timeline", exit_on_error=False, description="build timeline")
+    def _build_model(self, card: str, tasks: pl.DataFrame, events: pl.DataFrame | None, generation: int) -> None:
+        self.app.call_from_thread(self._model_ready, TimelineBuilt(generation, card, build_model(tasks, events, card)))
+
+    def _model_ready(self, message: TimelineBuilt) -> None:
+        if not is_current(message, self.generation, self.dropped):
+            return
+        card, model = message.card, message.model
         self._models[card] = model
         if card == self.card:
             timeline = self.query_one(MiniTimeline)
@@ -412,64 +437,83 @@ class MainScreen(Screen):
                 timeline.select(row["start_ns"], row["start_ns"] + round(row["duration_us"] * 1000))
 
     @work(thread=True, group="views", exclusive=True, exit_on_error=False, description="read training views")
-    def _read_views(self, profile: Profile, diagnosis: Diagnosis) -> None:
-        app = explorer(self.app)
+    def _read_views(
+        self,
+        profile: Profile,
+        diagnosis: Diagnosis,
+        generation: int,
+        settings: Settings,
+        cluster: ClusterSummary | None,
+        rank: str | None,
+    ) -> None:
+        """The training views of `profile` and its training findings (`cluster` and `rank`:
+        the cluster it is rank `rank` of, else None)."""
         try:
             # A rank of a cluster: beside its frames, where the cluster's parse put them.
-            root = app.cluster.cache_root if app.cluster is not None and app.rank is not None else None
-            cache = FrameCache(root, enabled=app.use_cache)
-            views = cached_training_views(profile, cache, strict=app.read.strict)
+            root = cluster.cache_root if cluster is not None and rank is not None else None
+            cache = FrameCache(root, enabled=settings.use_cache)
+            views = cached_training_views(profile, cache, strict=settings.read.strict)
             windows = card_step_windows(profile)
-        except ProfileError as exc:
-            self.app.call_from_thread(self._views_failed, profile, str(exc))
+        except Exception as exc:  # bad input or a bug: said on the tabs through the error route
+            self.app.call_from_thread(self._views_failed, ViewsFailed(generation, exc))
             return
-        except Exception as exc:  # never the UI's end: said on the tabs
-            self.app.call_from_thread(self._views_failed, profile, f"unexpected error: {type(exc).__name__}: {exc}")
-            return
-        problem = ""
+        problem: Exception | None = None
         try:
-            own = training_findings(profile, diagnosis, views, app.thresholds)
-            cluster, rank = app.cluster, app.rank
+            own = training_findings(profile, diagnosis, views, settings.thresholds)
             if cluster is not None and rank is not None:  # a rank of a cluster: the cluster's findings on it
                 own = rank_findings(cluster, rank, own, profile.cards, profile.path)
             diagnosis = diagnosis.with_findings(own)
-        except Exception as exc:
-            problem = f"training findings not shown: {type(exc).__name__}: {exc}"
-        self.app.call_from_thread(self._views_ready, profile, diagnosis, views, windows, problem)
+        except Exception as exc:  # the views are shown without them; the line says why
+            problem = exc
+        self.app.call_from_thread(self._views_ready, ViewsRead(generation, diagnosis, views, windows, problem))
 
-    def _views_failed(self, profile: Profile, message: str) -> None:
-        if profile is not self.profile:
-            return
-        for pane in self.panes():
-            pane.show_reading(f"could not be read: {message}")
-        self.notify(message, title="Training views", severity="error", markup=False)
-
-    def _views_ready(
-        self, profile: Profile, diagnosis: Diagnosis, views: TrainingViews, windows: pl.DataFrame, problem: str
-    ) -> None:
-        if profile is not self.profile:
+    def _views_failed(self, message: ViewsFailed) -> None:
+        if not is_current(message, self.generation, self.dropped):
             return  # another profile was opened meanwhile
+        line = explorer(self.app).errors.describe(message.error)
+        for pane in self.panes():
+            pane.show_reading(f"could not be read: {line}")
+        self.notify(line, title="Training views", severity="error", markup=False)
+
+    def _views_ready(self, message: ViewsRead) -> None:
+        if not is_current(message, self.generation, self.dropped):
+            return  # another profile was opened meanwhile
+        diagnosis, views, windows = message.diagnosis, message.views, message.windows
         self.diagnosis, self.views, self.step_windows = diagnosis, views, windows
         for pane in self.panes():
-            pane.show(views, self.card)
+            pane.show(views, self.state)
         self.query_one(CardsPane).show(diagnosis.for_card(self.card), card_kpis(self.card_tasks()))
         self.query_one(CardsStrip).show(diagnosis.for_card(self.card))
         self.query_one(MiniTimeline).set_steps(step_marks(windows, self.card))
-        if problem:
-            self.notify(problem, title="Training views", severity="warning", markup=False)
+        if message.problem is not None:
+            line = explorer(self.app).errors.describe(message.problem, lead="training findings not shown: ")
+            self.notify(line, title="Training views", severity="warning", markup=False)
         self._update_status()
 
+    # ---------------------------------------------------------------- rendering
     def panes(self) -> list[ViewPane]:
         return list(self.query(ViewPane))
 
+    def pane(self, tab: str) -> ViewPane:
+        return self.query_one(f"#{tab}-pane", ViewPane)
+
     def current_pane(self) -> ViewPane | None:
-        tab = self.query_one("#tabs", TabbedContent).active or "summary"
-        return self.query_one(f"#{tab}-pane", ViewPane) if tab in TRAINING_TABS else None
+        return self.pane(self.state.tab) if self.state.tab in TRAINING_TABS else None
+
+    def _show_tab(self) -> None:
+        """The tab bar shows the state's tab."""
+        tabs = self.query_one("#tabs", TabbedContent)
+        if tabs.active != self.state.tab:
+            tabs.active = self.state.tab
+
+    def _render_pane(self, pane: ViewPane, which: tuple[str, ...] | None = None) -> None:
+        pane.render_tables(self.state, which)
+        self._update_status()
 
     def _update_status(self) -> None:
         pane = self.current_pane()
         if pane is not None:
-            self.query_one("#status", Static).update(pane.status_text())
+            self.query_one("#status", Static).update(pane.status_text(self.state))
             return
         table = self.current_table()
         if table.id == "summary-table":
@@ -489,9 +533,8 @@ class MainScreen(Screen):
     def current_table(self) -> FrameTable:
         pane = self.current_pane()
         if pane is not None:
-            return pane.current_table()
-        tab = self.query_one("#tabs", TabbedContent).active or "summary"
-        return self.query_one(f"#{tab}-table", FrameTable)
+            return pane.current_table(self.state)
+        return self.query_one(f"#{self.state.tab}-table", FrameTable)
 
     # ---------------------------------------------------------------- actions
     def action_card(self, step: int) -> None:
@@ -510,7 +553,7 @@ class MainScreen(Screen):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "ranks":  # only when a cluster is open
-            return getattr(self.app, "ranks", None) is not None
+            return explorer(self.app).cluster is not None
         if action in ("card", "rank"):  # [ ] move between the cards, or between a cluster's ranks
             return (self.rank is None) == (action == "card")
         return True
@@ -540,20 +583,24 @@ class MainScreen(Screen):
         self.app.push_screen(PickScreen("Pick a capture (newest first)", names, current), chosen)
 
     def action_tab(self, tab: str) -> None:
-        self.query_one("#tabs", TabbedContent).active = tab
+        self.state = set_tab(self.state, tab)
+        self._show_tab()
         pane = self.current_pane()
         if pane is not None:
-            pane.focus_table()
+            name = pane.focus_target(self.state)
+            if name is not None:
+                self.state = focus_table(self.state, tab, name)
+                pane.table(name).focus()
             if tab == "steps":
-                self._select_step(pane.current_table().current_row)
+                self._select_step(pane.current_table(self.state).current_row)
         else:
             self.query_one(f"#{tab}-table", FrameTable).focus()
         self._show_filter_bar()
         self._update_status()
 
     def _filter_text(self) -> str:
-        pane = self.current_pane()
-        return (pane.filter_query if pane is not None else self.filter_query).text
+        """The visible tab's filter (the op tabs share one)."""
+        return parsed(self.state.filter_of()).text
 
     def _show_filter_bar(self) -> None:
         bar = self.query_one(FilterBar)
@@ -579,7 +626,7 @@ class MainScreen(Screen):
         if self.profile is None:
             self.app.post_message(CancelRequested())
             return
-        if self.has_class("cards-open"):
+        if self.cards_shown:
             self.close_cards()
             self.current_table().focus()
         elif self._filter_text():
@@ -593,10 +640,9 @@ class MainScreen(Screen):
             return False
         if (pane := self.current_pane()) is not None:  # a training tab: its own filter
             self.state = set_filter(self.state, query.text)
-            pane.set_filter(query)
+            self._render_pane(pane)
             self._show_filter_bar()
             return True
-        self._queries[query.text] = query
         self.state = set_filter(self.state, query.text, tab="summary")
         if sort is not None:
             self.state = set_sort(self.state, "summary", sort)
@@ -608,7 +654,9 @@ class MainScreen(Screen):
 
     def action_sort(self, key: str) -> None:
         if (pane := self.current_pane()) is not None:
-            return pane.sort(key)
+            name, column = pane.sort_key(self.state, key)
+            self.state = sort_by(self.state, name, column)
+            return self._render_pane(pane, (name,))
         table = "summary" if self.current_table().id == "summary-table" else "stats"
         if table == "stats":
             key = {"duration_us": "total_us", "wait_us": "total_us", "row": "total_us"}.get(key, key)
@@ -618,7 +666,9 @@ class MainScreen(Screen):
 
     def action_next_sort_column(self) -> None:
         if (pane := self.current_pane()) is not None:
-            return pane.next_sort_column()
+            name = pane.current(self.state)
+            self.state = next_sort_column(self.state, name, pane.columns_of(name))
+            return self._render_pane(pane, (name,))
         table = "summary" if self.current_table().id == "summary-table" else "stats"
         columns = [c.key for c in (SUMMARY_COLUMNS if table == "summary" else STATS_COLUMNS)]
         self.state = next_sort_column(self.state, table, columns)
@@ -626,7 +676,9 @@ class MainScreen(Screen):
 
     def action_reverse(self) -> None:
         if (pane := self.current_pane()) is not None:
-            return pane.reverse()
+            name = pane.current(self.state)
+            self.state = reverse(self.state, name)
+            return self._render_pane(pane, (name,))
         table = "summary" if self.current_table().id == "summary-table" else "stats"
         self.state = reverse(self.state, table)
         self.refresh_tables(which=(table,))
@@ -655,7 +707,7 @@ class MainScreen(Screen):
         self._render_cards_open()
 
     def _render_cards_open(self) -> None:
-        opened = self.state.cards_open and self.has_class("narrow")
+        opened = self.cards_shown
         self.set_class(opened, "cards-open")
         self.query_one(CardsStrip).set_opened(opened)
 
@@ -670,7 +722,7 @@ class MainScreen(Screen):
         timeline = self.query_one(MiniTimeline)
         getattr(timeline, f"action_{action}")()
 
-    def open_task(self, row: dict) -> None:
+    def open_task(self, row: dict[str, Any]) -> None:
         """The detail panel of the op-summary task `row`."""
         profile, diagnosis = self.loaded
         task = diagnosis.tasks.row(int(row["row"]), named=True)
@@ -716,7 +768,7 @@ class MainScreen(Screen):
             row = of_type.sort("duration_us", descending=True).row(0, named=True)
         self.copy_report(self.loaded[1].tasks.row(int(row["row"]), named=True))
 
-    def copy_report(self, task: dict) -> None:
+    def copy_report(self, task: dict[str, Any]) -> None:
         """Copy the op report of `task` (a row of the diagnosis' tasks) and write it to a file."""
         profile, diagnosis = self.loaded
         text = op_report(profile, diagnosis, task)
@@ -747,8 +799,8 @@ class MainScreen(Screen):
         self.app.push_screen(PathPrompt("Compare with (NEW profile; the open one is BASE)"), chosen)
 
     def action_capture(self) -> None:
-        app = explorer(self.app)
-        self.app.push_screen(CaptureScreen(ssh_config=app.ssh_config, remote_root=app.remote_root))
+        settings = explorer(self.app).settings
+        self.app.push_screen(CaptureScreen(ssh_config=settings.ssh_config, remote_root=settings.remote_root))
 
     def action_sql(self) -> None:
         """`:`: a SQL query over the open profile's tables, its result in a table (sql_screen.py)."""
@@ -756,7 +808,7 @@ class MainScreen(Screen):
             self.app.push_screen(SqlScreen(self))
 
     def exports_dir(self) -> Path:
-        return explorer(self.app).export_dir or export_dir(self.loaded[0].path)
+        return explorer(self.app).settings.export_dir or export_dir(self.loaded[0].path)
 
     # ---------------------------------------------------------------- messages
     @on(FilterBar.Applied)
@@ -767,7 +819,12 @@ class MainScreen(Screen):
     @on(FrameTable.HeaderSelected)
     def _header(self, message: FrameTable.HeaderSelected) -> None:
         if (pane := self.current_pane()) is not None:
-            return pane.header_sort(message.table, message.key)
+            spec = pane.spec_of(message.table)
+            if spec is None:
+                return None
+            self.state = focus_table(self.state, pane.TAB, spec.name)
+            self.state = sort_by(self.state, spec.name, message.key, descending=True)
+            return self._render_pane(pane, (spec.name,))
         table = "summary" if message.table.id == "summary-table" else "stats"
         self.state = sort_by(self.state, table, message.key, descending=True)
         self.refresh_tables(which=(table,))
@@ -806,16 +863,29 @@ class MainScreen(Screen):
             timeout=2,
         )
 
-    @on(ViewPane.Changed)
-    def _pane_changed(self, message: ViewPane.Changed) -> None:
-        self._update_status()
+    @on(CommunicationPane.GroupingToggled)
+    def _comm_grouping(self, message: CommunicationPane.GroupingToggled) -> None:
+        pane = self.pane("communication")
+        self.state = set_comm_by_type(self.state, not self.state.comm_by_type)
+        self.state = focus_table(self.state, "communication", "comm")
+        self._render_pane(pane, ("comm",))
+        pane.table("comm").focus()
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        """A training tab's table took the focus: the tab's keys act on it."""
+        if not isinstance(event.widget, FrameTable):
+            return
+        for pane in self.panes():
+            spec = pane.spec_of(event.widget)
+            if spec is not None:
+                self.state = focus_table(self.state, pane.TAB, spec.name)
 
     @on(FrameTable.RowHighlighted, "#steps-table")
     def _step_highlighted(self, message: FrameTable.RowHighlighted) -> None:
-        if self.query_one("#tabs", TabbedContent).active == "steps":
+        if self.state.tab == "steps":
             self._select_step(message.row)
 
-    def _select_step(self, row: dict | None) -> None:
+    def _select_step(self, row: dict[str, Any] | None) -> None:
         """Mark the step of `row` (a Steps table row) on the timeline."""
         marks = self.query_one(MiniTimeline).steps
         step = row["step"] if row else None
@@ -829,14 +899,17 @@ class MainScreen(Screen):
         finding = message.finding
         if finding.view in VIEW_TABS:
             tab = VIEW_TABS[finding.view]
-            self.query_one("#tabs", TabbedContent).active = tab
-            pane = self.query_one(f"#{tab}-pane", ViewPane)
-            pane.drill_down(finding)
+            pane = self.pane(tab)
+            self.state = pane.drill_state(finding, set_tab(self.state, tab))
+            self._show_tab()
+            self._render_pane(pane, (pane.current(self.state),))
+            pane.drill_row(finding, self.state)
             self.action_tab(tab)
             return
-        text, sort = drill_down(finding, explorer(self.app).thresholds)
+        text, sort = drill_down(finding, explorer(self.app).settings.thresholds)
         worst = finding.evidence[0]["row"] if finding.evidence else None
-        self.query_one("#tabs", TabbedContent).active = "summary"  # the filter is the op tabs'
+        self.state = set_tab(self.state, "summary")  # the filter is the op tabs'
+        self._show_tab()
         if self.apply_filter(text, sort=sort, jump_to_row=worst):
             self.action_tab("summary")
 

@@ -22,6 +22,7 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Footer, Label, ProgressBar, Static
 
+from npuscope.analysis.cluster import ClusterSummary
 from npuscope.analysis.findings import SEVERITY_MARK
 from npuscope.analysis.training_tables import StepBar
 
@@ -73,7 +74,7 @@ class RanksScreen(Screen):
     | `s` / `r` | sort by the next column / reverse the order |
     """
 
-    def __init__(self, summary: Any) -> None:
+    def __init__(self, summary: ClusterSummary) -> None:
         super().__init__()
         self.summary = summary
         self.frame = rank_rows(summary.ranks, summary.slow_ranks)

@@ -4,9 +4,10 @@ in a table with the usual sort, filter, copy and export.
 The tables are those of `npuscope sql` (analysis/sql.py), built from what the main screen
 shows: its profile, its diagnosis, its training views and step windows (read here, as the
 main screen reads them, when it has not finished yet); a rank of a cluster adds `ranks` and a
-`rank` column. Each query runs in a thread worker, never on the UI: a query submitted while
-another runs interrupts it, and every result is tagged with its query's number, so a late
-result of an older query is dropped.
+`rank` column. Each query runs in a thread worker, never on the UI, handed its tables: a
+query submitted while another runs interrupts it, and every result is tagged with its query's
+number (its generation), so a late result of an older query is dropped (tui/messages.py). A
+query that fails says why on the status line, through the app's error route (tui/errors.py).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from __future__ import annotations
 import csv
 import io
 import time
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 import polars as pl
 from textual import on, work
@@ -22,17 +24,21 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
+from textual.worker import Worker
 
+from npuscope.analysis import Diagnosis, Finding
 from npuscope.analysis.cluster import rank_findings
 from npuscope.analysis.export import export_dir, export_table
 from npuscope.analysis.query import Query, QueryError, parse_query
-from npuscope.analysis.sql import TABLES, SqlError, Tables, once, profile_tables, run_sql, with_rank
+from npuscope.analysis.sql import TABLES, Tables, once, profile_tables, run_sql, with_rank
 from npuscope.analysis.training_rules import training_findings
 from npuscope.analysis.training_tables import TableFields, view_positions
-from npuscope.parsers import FrameCache, ProfileError
+from npuscope.parsers import FrameCache, Profile, ProfileError
+from npuscope.parsers.training import TrainingViews
 from npuscope.parsers.views_cache import cached_training_views
 
 from ..explorer import explorer
+from ..messages import QueryDone, QueryFailed, is_current
 from ..widgets.frame_table import Column, FrameTable
 
 EXAMPLE = "SELECT op_type, count(*) AS n, sum(duration_us) AS total_us FROM tasks GROUP BY ALL ORDER BY 3 DESC"
@@ -53,6 +59,15 @@ def result_columns(frame: pl.DataFrame) -> tuple[Column, ...]:
     return tuple(columns)
 
 
+class Shown(Protocol):
+    """What the main screen shows, which the queries run over."""
+
+    profile: Profile | None
+    diagnosis: Diagnosis | None
+    views: TrainingViews | None
+    step_windows: pl.DataFrame | None
+
+
 class SqlScreen(Screen[None]):
     """A query prompt over the open profile's tables and its result."""
 
@@ -67,7 +82,7 @@ class SqlScreen(Screen[None]):
         Binding("q", "back", "Back", show=False),
     ]
 
-    def __init__(self, main: Any) -> None:
+    def __init__(self, main: Shown) -> None:
         super().__init__()
         self.main = main  # the MainScreen whose profile is queried
         self.result: pl.DataFrame | None = None
@@ -75,7 +90,8 @@ class SqlScreen(Screen[None]):
         self.sort: tuple[str, bool] | None = None
         self.filter_query: Query = parse_query("")
         self.tag = 0  # the number of the latest query; a result of another is dropped
-        self._stop: dict[int, Any] = {}  # query number -> its interrupt, while it runs
+        self.dropped: list[tuple[str, int]] = []  # (message, query number) of results dropped
+        self._stop: dict[int, Callable[[], None]] = {}  # query number -> its interrupt, while it runs
         self._tables: tuple[tuple[int, ...], Tables] | None = None
         self.seconds = 0.0
 
@@ -98,24 +114,26 @@ class SqlScreen(Screen[None]):
         return app.rank if app.cluster is not None else None
 
     def tables(self) -> Tables:
-        """The tables of what the main screen shows now (kept while that stays the same)."""
+        """The tables of what the main screen shows now (kept while that stays the same).
+        What they read later, in the query's thread, is bound here: nothing reads the app there."""
         main = self.main
         profile, diagnosis, views, windows = main.profile, main.diagnosis, main.views, main.step_windows
+        assert profile is not None and diagnosis is not None, "no profile is open"
         key = (id(profile), id(diagnosis), id(views))
         if self._tables is not None and self._tables[0] == key:
             return self._tables[1]
         app = explorer(self.app)
-        cluster, rank = app.cluster, self._cluster_rank()
+        settings, cluster, rank = app.settings, app.cluster, self._cluster_rank()
         if views is None:  # the main screen is still reading them: read them here too
             root = cluster.cache_root if cluster is not None and rank is not None else None
-            cache = FrameCache(root, enabled=app.use_cache)
+            cache = FrameCache(root, enabled=settings.use_cache)
 
-            def read() -> Any:
-                return cached_training_views(profile, cache, strict=app.read.strict)
+            def read() -> TrainingViews:
+                return cached_training_views(profile, cache, strict=settings.read.strict)
 
-            def found() -> Any:
-                own = training_findings(profile, diagnosis, read_views(), app.thresholds)
-                if rank is not None:
+            def found() -> Sequence[Finding]:
+                own = training_findings(profile, diagnosis, read_views(), settings.thresholds)
+                if cluster is not None and rank is not None:
                     own = rank_findings(cluster, rank, own, profile.cards, profile.path)
                 return diagnosis.with_findings(own).findings
 
@@ -158,30 +176,31 @@ class SqlScreen(Screen[None]):
     def _run(self, text: str, tag: int, tables: Tables) -> None:
         started = time.perf_counter()
 
-        def running(stop: Any) -> None:
+        def running(stop: Callable[[], None]) -> None:
             self._stop[tag] = stop
 
         try:
             result = run_sql(tables, text, flat=True, on_start=running)
-        except (SqlError, ProfileError) as exc:
-            self.app.call_from_thread(self._failed, tag, str(exc))
-            return
-        except Exception as exc:  # never the UI's end: said on the status line
-            self.app.call_from_thread(self._failed, tag, f"unexpected error: {type(exc).__name__}: {exc}")
+        except Exception as exc:  # bad SQL or a bug: the error route says which (`_failed`)
+            self.app.call_from_thread(self._failed, QueryFailed(tag, exc))
             return
         finally:
             self._stop.pop(tag, None)
-        self.app.call_from_thread(self._done, tag, result, time.perf_counter() - started)
+        self.app.call_from_thread(self._done, QueryDone(tag, result, time.perf_counter() - started))
 
-    def _failed(self, tag: int, message: str) -> None:
-        if tag != self.tag:
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        explorer(self.app).report_worker(event)
+
+    def _failed(self, message: QueryFailed) -> None:
+        if not is_current(message, self.tag, self.dropped):
             return  # an older query's
-        self._status(message, error=True)
+        self._status(explorer(self.app).errors.describe(message.error), error=True)
 
-    def _done(self, tag: int, result: pl.DataFrame, seconds: float) -> None:
-        if tag != self.tag:
+    def _done(self, message: QueryDone) -> None:
+        if not is_current(message, self.tag, self.dropped):
             return  # an older query's result, come after a newer one was asked
-        self.result, self.seconds = result, seconds
+        result = message.frame
+        self.result, self.seconds = result, message.seconds
         self.sort = None
         self.refresh_table()
         table = self.query_one("#sql-table", FrameTable)
@@ -310,7 +329,7 @@ class SqlScreen(Screen[None]):
             self.notify("No result yet.", severity="warning")
             return
         table = self.query_one("#sql-table", FrameTable)
-        folder = explorer(self.app).export_dir or export_dir(self.main.profile.path)
+        folder = explorer(self.app).settings.export_dir or export_dir(self.main.profile.path)
         stem = f"{self.main.profile.capture.name}-sql"
         try:
             csv_path, md_path = export_table(table.frame, [(c, c) for c in table.frame.columns], folder, stem)

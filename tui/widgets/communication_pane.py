@@ -3,13 +3,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 import polars as pl
 from textual.binding import Binding
+from textual.message import Message
 
 from npuscope.analysis import Finding
 from npuscope.analysis.training_tables import TableFields, communication_by_type, communication_table, links_table
 from npuscope.parsers.training import TrainingViews
 
+from ..view_state import ViewState, set_comm_by_type
 from .frame_table import Column
 from .view_pane import TableSpec, ViewPane
 
@@ -41,8 +45,10 @@ LINKS_COLUMNS = (
 
 class CommunicationPane(ViewPane):
     BINDINGS = [Binding("o", "per_op", "Collectives per op type / per op")]
+    TAB = "communication"
 
-    per_type = True
+    class GroupingToggled(Message):
+        """`o`: the collectives per op, or back per op type (the main screen's state says which)."""
 
     SPECS = (
         TableSpec(
@@ -65,42 +71,40 @@ class CommunicationPane(ViewPane):
         ),
     )
 
-    def frames_of(self, views: TrainingViews, card: str) -> dict[str, pl.DataFrame]:
-        comm = communication_by_type(views, card) if self.per_type else communication_table(views, card)
-        return {"comm": comm, "links": links_table(views, card)}
+    def frame_of(self, spec: TableSpec, views: TrainingViews, state: ViewState) -> pl.DataFrame:
+        if spec.name == "links":
+            return links_table(views, state.card)
+        by = communication_by_type if state.comm_by_type else communication_table
+        return by(views, state.card)
 
-    def noun(self, spec: TableSpec) -> str:
+    def frame_key(self, spec: TableSpec, state: ViewState) -> Hashable:
+        return (state.card, state.comm_by_type) if spec.name == "comm" else state.card
+
+    def noun(self, spec: TableSpec, state: ViewState) -> str:
         if spec.name == "comm":
-            return "op types (o: per op)" if self.per_type else "collectives (o: per op type)"
+            return "op types (o: per op)" if state.comm_by_type else "collectives (o: per op type)"
         return spec.noun
 
     def action_per_op(self) -> None:
-        self.set_per_type(not self.per_type)
-        self.table("comm").focus()
+        self.post_message(self.GroupingToggled())
 
-    def set_per_type(self, per_type: bool) -> None:
-        self.per_type = per_type
-        if self.views is not None:
-            self.frames["comm"] = self.frames_of(self.views, self.card)["comm"]
-            self.refresh_tables(("comm",))
-        self.current = "comm"
+    def drill_state(self, finding: Finding, state: ViewState) -> ViewState:
+        if finding.rule == "slow_link" or finding.view == "links":
+            return self.drilled(state, "links", "bandwidth_gbps", False)  # slowest first
+        state = set_comm_by_type(state, False)  # the evidence rows are ops
+        return self.drilled(state, "comm", "total_us", True)
 
-    def drill_down(self, finding: Finding) -> None:
+    def drill_row(self, finding: Finding, state: ViewState) -> None:
         evidence = finding.evidence[0] if finding.evidence else {}
-        if finding.rule == "slow_link" or getattr(finding, "view", "") == "links":
-            self.current = "links"
-            self.sort_by("links", "bandwidth_gbps", False)  # slowest first
-            table = self.table("links")
-            frame = self.frames.get("links")
+        if finding.rule == "slow_link" or finding.view == "links":
+            frame = self.frame(self.spec("links"), state)
             if frame is not None and evidence:
                 hit = frame.filter(
                     (pl.col("src") == evidence.get("src")) & (pl.col("dst") == evidence.get("dst"))
                 ).filter(pl.col("transport") == evidence.get("transport"))
                 if hit.height:
-                    table.move_to_key(hit["row"][0])
+                    self.table("links").move_to_key(hit["row"][0])
             return
-        self.set_per_type(False)  # the evidence rows are ops
-        self.sort_by("comm", "total_us", True)
         name = evidence.get("op_name")
         if name is not None:
             self.table("comm").move_to_key(name, key="op_name")

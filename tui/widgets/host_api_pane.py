@@ -8,6 +8,7 @@ from npuscope.analysis import Finding
 from npuscope.analysis.training_tables import TableFields, host_api_table
 from npuscope.parsers.training import TrainingViews
 
+from ..view_state import ViewState
 from .frame_table import Column
 from .view_pane import TableSpec, ViewPane
 
@@ -24,6 +25,7 @@ HOST_API_COLUMNS = (
 
 
 class HostApiPane(ViewPane):
+    TAB = "host_api"
     SPECS = (
         TableSpec(
             "host_api",
@@ -36,11 +38,13 @@ class HostApiPane(ViewPane):
         ),
     )
 
-    def frames_of(self, views: TrainingViews, card: str) -> dict[str, pl.DataFrame]:
-        return {"host_api": host_api_table(views, card)}
+    def frame_of(self, spec: TableSpec, views: TrainingViews, state: ViewState) -> pl.DataFrame:
+        return host_api_table(views, state.card)
 
-    def drill_down(self, finding: Finding) -> None:
-        self.sort_by("host_api", "total_us", True)
+    def drill_state(self, finding: Finding, state: ViewState) -> ViewState:
+        return self.drilled(state, "host_api", "total_us", True)
+
+    def drill_row(self, finding: Finding, state: ViewState) -> None:
         api = finding.evidence[0].get("api") if finding.evidence else None
         if api is not None:
             self.table("host_api").move_to_key(api, key="api")

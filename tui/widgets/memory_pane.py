@@ -20,6 +20,7 @@ from npuscope.analysis.training_tables import (
 )
 from npuscope.parsers.training import TrainingViews
 
+from ..view_state import ViewState
 from .frame_table import Column
 from .view_pane import TableSpec, ViewPane
 
@@ -39,6 +40,7 @@ def sparkline(levels: tuple[float, ...]) -> str:
 
 
 class MemoryPane(ViewPane):
+    TAB = "memory"
     SPECS = (
         TableSpec(
             "memory",
@@ -55,8 +57,8 @@ class MemoryPane(ViewPane):
         yield Static("", id="memory-peaks", markup=False)
         yield Static("", id="memory-curve", markup=False)
 
-    def frames_of(self, views: TrainingViews, card: str) -> dict[str, pl.DataFrame]:
-        return {"memory": memory_top_ops_table(views, card)}
+    def frame_of(self, spec: TableSpec, views: TrainingViews, state: ViewState) -> pl.DataFrame:
+        return memory_top_ops_table(views, state.card)
 
     def show_extras(self, views: TrainingViews | None, card: str) -> None:
         peaks_line = self.query_one("#memory-peaks", Static)
@@ -80,5 +82,5 @@ class MemoryPane(ViewPane):
                 )
             )
 
-    def drill_down(self, finding: Finding) -> None:
-        self.sort_by("memory", "size_mb", True)
+    def drill_state(self, finding: Finding, state: ViewState) -> ViewState:
+        return self.drilled(state, "memory", "size_mb", True)

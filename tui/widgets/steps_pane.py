@@ -12,6 +12,7 @@ from npuscope.analysis import Finding
 from npuscope.analysis.training_tables import TableFields, step_bars, steps_table
 from npuscope.parsers.training import TrainingViews
 
+from ..view_state import ViewState
 from .frame_table import Column, FrameTable
 from .step_bars import StepBars
 from .view_pane import TableSpec, ViewPane
@@ -38,6 +39,7 @@ SLOW_RANK_SORT = (
 
 
 class StepsPane(ViewPane):
+    TAB = "steps"
     SPECS = (
         TableSpec(
             "steps",
@@ -53,32 +55,34 @@ class StepsPane(ViewPane):
     def compose_extras(self) -> Iterable[Widget]:
         yield StepBars(id="step-bars")
 
-    def frames_of(self, views: TrainingViews, card: str) -> dict[str, pl.DataFrame]:
-        return {"steps": steps_table(views, card)}
+    def frame_of(self, spec: TableSpec, views: TrainingViews, state: ViewState) -> pl.DataFrame:
+        return steps_table(views, state.card)
 
     def show_extras(self, views: TrainingViews | None, card: str) -> None:
         if views is None:  # reading: no bars until the steps are there
             self.query_one(StepBars).set_bars(())
 
-    def refresh_tables(self, which: tuple[str, ...] | None = None) -> None:
+    def render_tables(self, state: ViewState, which: tuple[str, ...] | None = None) -> None:
         """The table, then the bars in the table's order: sorted by compute, the bars are too
         (in step order the marked first row's bar could be scrolled out, hiding step 1), and
         filtered, only the steps shown."""
-        super().refresh_tables(which)
-        shown = self.table("steps").frame if self.frames.get("steps") is not None else None
+        super().render_tables(state, which)
+        shown = self.table("steps").frame if self.frame(self.SPECS[0], state) is not None else None
         self.query_one(StepBars).set_bars(step_bars(shown) if shown is not None else ())
 
     @on(FrameTable.RowHighlighted, "#steps-table")
     def _step_highlighted(self, message: FrameTable.RowHighlighted) -> None:
         self.query_one(StepBars).mark(message.row["label"] if message.row else None)
 
-    def drill_down(self, finding: Finding) -> None:
+    def drill_state(self, finding: Finding, state: ViewState) -> ViewState:
         key = DRILL_SORT.get(finding.rule, "step_us")
         if finding.rule == "slow_rank":  # the figure the rank is slow in, as its title says
             what = finding.title.lower().partition(":")[2]
             found = [(what.find(word), k) for word, k in SLOW_RANK_SORT if word in what]
             key = min(found)[1] if found else key
-        self.sort_by("steps", key, True)
+        return self.drilled(state, "steps", key, True)
+
+    def drill_row(self, finding: Finding, state: ViewState) -> None:
         step = finding.evidence[0].get("step") if finding.evidence else None
         if step is not None:
             self.table("steps").move_to_key(step, key="step")
