@@ -9,8 +9,7 @@ from pathlib import Path
 
 from npuscope.fixtures.demo_profile import ensure_demo
 from npuscope.parsers import FrameCache, Profile, open_profile
-from npuscope.parsers.profile import SourceChoice
-from npuscope.parsers.timeline import watching
+from npuscope.parsers.read_options import SourceChoice
 from npuscope.parsers.training import TrainingViews
 from npuscope.parsers.views_cache import cached_training_views
 
@@ -32,28 +31,18 @@ def profile_for_command(
     """The profile at `path` (default: the bundled demo); late cache problems go to stderr.
     `pmu` and `details` as open_profile takes them (what the command reads of the tasks)."""
     cache = FrameCache(enabled=not no_cache, background=True)
-    files = [0, 0]  # bytes done before the file being read, bytes of all files
     with StderrProgress("loading") as progress:
-
-        def on_file(done: int, total: int, label: str) -> None:
-            files[:] = [done, total]
-            progress(done, total, label)
-
-        def on_piece(read: int) -> None:  # a timeline moves the line while it is parsed
-            progress(min(files[0] + read, files[1]), files[1], "timeline")
-
-        with watching(on_piece):
-            profile = open_profile(
-                Path(path) if path else ensure_demo(),
-                capture=capture,
-                cache=cache,
-                timeline=timeline,
-                progress=on_file,
-                strict=strict,
-                source=source,
-                pmu=pmu,
-                details=details,
-            )
+        profile = open_profile(
+            Path(path) if path else ensure_demo(),
+            capture=capture,
+            cache=cache,
+            progress=progress,  # by bytes of the whole capture, inside each file too
+            timeline=timeline,
+            strict=strict,
+            source=source,
+            pmu=pmu,
+            details=details,
+        )
     known = len(cache.problems)
     yield profile
     cache.flush()

@@ -6,7 +6,9 @@ This layer never imports Textual or Rich: the headless commands and the explorer
 from .cache import FrameCache
 from .errors import ProfileError
 from .layout import Capture, Source, discover
-from .profile import Cancelled, Profile, ReadOptions, open_profile
+from .profile import Profile, open_profile
+from .progress import Cancelled
+from .read_options import ReadOptions
 
 __all__ = [
     "Cancelled",

@@ -42,7 +42,9 @@ from .cache import FrameCache, source_digest
 from .errors import ProfileError
 from .frames import is_communication
 from .layout import DB_RE, DEVICE_RE, Capture, discover
-from .profile import Cancelled, Profile, ReadOptions, files_size, open_profile
+from .profile import Profile, open_profile
+from .progress import Cancelled, files_size
+from .read_options import ReadOptions
 from .training import read_training_views
 from .training_files import card_key, collect
 

@@ -24,6 +24,8 @@ from .columns import NULL_VALUES, START_UNITS, ColumnSpec
 from .errors import ProfileError, reading
 from .in_order import in_order
 from .memory import ensure_fits
+from .notes import Note, skipped_rows
+from .progress import BytesHook
 
 _TAIL_BYTES = 1 << 16
 
@@ -33,9 +35,6 @@ for polars on two cores; one piece holds ~75,000 op_summary rows). Below 32 MB o
 glibc serves smaller blocks from its heap once one is freed, so each piece reuses the memory
 of the one before; a bigger block is a fresh mapping, zero-filled page by page (reading 670 MB
 in 32 MB pieces took 0.40 s of CPU, in 24 or 30 MB pieces 0.09-0.13 s)."""
-
-BytesHook = Callable[[int], None]
-"""Called with the bytes of a table's files read so far; it may raise to stop the read."""
 
 
 def read_header(path: Path) -> list[str]:
@@ -405,7 +404,7 @@ class RowPolicy:
     """What to do with damaged rows: skip them with a note (default) or refuse the file."""
 
     strict: bool = False
-    notes: list[str] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
 
 
 def _without(
@@ -423,9 +422,7 @@ def _without(
             f"line(s): {shown}); the file is damaged or hand-edited: export it again, or leave "
             "out --strict to skip such rows"
         )
-    rows.notes.append(
-        f"{path}: skipped {len(short):,} damaged row(s) with fewer fields than the header (line(s) {shown})"
-    )
+    rows.notes.append(skipped_rows(path, short))
     drop = set(short)
     with open(path, "rb") as fh:
         kept = [line for no, line in enumerate(fh, start=1) if no not in drop]

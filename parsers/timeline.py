@@ -1,23 +1,21 @@
 """Chrome-trace timelines (msprof_*.json, trace_view.json, *.paddle_trace.json) to one frame.
 
 A timeline can be hundreds of MB: its event array is cut into pieces of ~8 MB, each parsed
-by polars (orjson while Python's garbage collector is paused when polars cannot) and turned at
-once into typed columns, so only one piece is ever held as Python objects. Between pieces a
-caller's `watching()` hook sees the bytes read so far: a progress bar moves, a cancelled load
-stops, and no single call holds the GIL for long (the explorer's event loop runs meanwhile).
+by polars (by orjson when polars cannot) and turned at once into typed columns, so only one
+piece is ever held as Python objects. Between pieces the caller's hook sees the bytes read so
+far: a progress bar moves, a cancelled load stops, and no single call holds the GIL for long
+(the explorer's event loop runs meanwhile). The garbage collector is left as it is: its
+state is the whole process's, and a load runs beside the explorer's other threads.
 Processes are named by their `process_name` metadata, never by pid value: three pid
 encodings exist in the wild.
 """
 
 from __future__ import annotations
 
-import gc
 import io
 import os
 import re
 from collections.abc import Callable, Collection, Generator, Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -31,44 +29,13 @@ from .csv_table import times_to_ns
 from .errors import ProfileError, reading
 from .in_order import in_order
 from .memory import ensure_fits
+from .progress import BytesHook
 
 Meta = dict[str, dict[Any, str]]
 """Names from the metadata events: process and labels by pid, thread by (pid, tid)."""
 
 # `NPU 3` in Era B merged exports; torch_npu writes a bare `NPU` (one card per output).
 _NPU_LABEL = re.compile(r"NPU\s*(\d*)")
-
-
-PieceHook = Callable[[int], None]
-"""Called with the bytes of the timeline read so far; it may raise to stop the read."""
-
-_hook: ContextVar[PieceHook | None] = ContextVar("npuscope_timeline_hook", default=None)
-
-
-@contextmanager
-def watching(hook: PieceHook) -> Iterator[None]:
-    """Call `hook(bytes_read)` after each piece of every timeline read in this context.
-
-    The hook runs in the reading thread, between pieces: it may report progress or raise
-    (a cancelled load) to stop the read, and its exception leaves `read_timeline` as is.
-    Bytes count over all files of one `read_timeline` call.
-    """
-    token = _hook.set(hook)
-    try:
-        yield
-    finally:
-        _hook.reset(token)
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def load_json(path: Path) -> object:
@@ -79,8 +46,7 @@ def load_json(path: Path) -> object:
     if not data.strip():
         raise ProfileError(f"{path}: the file is empty; re-export the profile with msprof")
     try:
-        with _gc_paused():
-            return orjson.loads(data)
+        return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         try:
             data.decode("utf-8")
@@ -329,8 +295,7 @@ def _rfind(fh: BinaryIO, byte: bytes, size: int) -> int:
 def _orjson_piece(buf: bytes) -> pl.DataFrame:
     """A piece polars refused, parsed by orjson (or `_SplitFailed` when it is no JSON)."""
     try:
-        with _gc_paused():
-            return _raw_dicts(orjson.loads(buf))
+        return _raw_dicts(orjson.loads(buf))
     except orjson.JSONDecodeError:
         raise _SplitFailed from None
 
@@ -362,8 +327,7 @@ def _parsed_pieces(path: Path, chunk_bytes: int, keep: Collection[str] | None = 
     """Each piece of `_pieces`, parsed and typed, in order.
 
     polars parses and types up to `_PIECES_AT_ONCE` pieces in threads; a piece it refuses is
-    parsed by orjson here, in the caller's thread (the garbage collector's pause is
-    process-wide, so only one thread may take it). Stopping early (a hook that raises) drops
+    parsed by orjson here, in the caller's thread. Stopping early (a hook that raises) drops
     the parses in flight.
     """
     pieces = _pieces(path, chunk_bytes)
@@ -391,18 +355,20 @@ def read_timeline(
     on_file: Callable[[Path], None] | None = None,
     chunk_bytes: int = CHUNK_BYTES,
     columns: Collection[str] | None = None,
+    hook: BytesHook | None = None,
 ) -> pl.DataFrame:
     """Events of one timeline (its slices in order) with processes and cards resolved.
 
     `columns`, when given, are the event columns the caller reads: the others are null, and
-    not held while the file is read.
+    not held while the file is read. `hook(bytes_read)` runs in this thread after each piece
+    (bytes over all of `paths`); it may raise (a cancelled load) to stop the read, and its
+    exception leaves `read_timeline` as is.
 
     `card` is the card the files belong to when the layout says so (Era A `device_N`, one
     torch_npu output); otherwise the card comes from the process label (`NPU 3`), and host
     processes belong to the only card or, with several, to `host`.
     """
     ensure_fits(paths, "json")
-    hook = _hook.get()
     meta: Meta = {"process": {}, "labels": {}, "thread": {}}
     frames: list[pl.DataFrame] = []
     files_done = 0  # bytes of the files read to their end
@@ -427,9 +393,8 @@ def read_timeline(
             del frames[mark:]
             if hook is not None:
                 hook(before)  # a cancelled load stops before the long read
-            with _gc_paused():
-                events = _events_of(path, load_json(path))
-                raw = _raw_dicts(events)
+            events = _events_of(path, load_json(path))
+            raw = _raw_dicts(events)
             del events
             frames.append(_typed(raw, meta, columns))
         files_done += _file_size(path)

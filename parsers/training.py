@@ -150,7 +150,7 @@ class _Run:
         policy = RowPolicy(strict=self.reading.strict)
         got = self.reading.attempt(path, what, lambda: read(policy))
         for n in policy.notes:
-            self.reading.note(n)
+            self.reading.note(n.text)
         return got
 
     def add(self, view: str, frame: pl.DataFrame | None) -> bool:

@@ -98,7 +98,7 @@ async def test_explorer_findings_and_bounds_are_the_reports(samples, tmp_path, m
 
 def test_ratios_keep_only_the_pipe_ratio_columns(samples):
     from npuscope.parsers import FrameCache, open_profile
-    from npuscope.parsers.profile import TASK_ORDER
+    from npuscope.parsers.columns import TASK_ORDER
 
     golden = samples / "msprof_golden"
     full = open_profile(golden, cache=FrameCache(enabled=False))

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from npuscope.parsers import Cancelled, FrameCache, ProfileError, open_profile
-from npuscope.parsers.timeline import read_timeline, watching
+from npuscope.parsers.timeline import read_timeline
 from npuscope.tui import app as app_module
 from npuscope.tui import load_job
 from npuscope.tui.app import NpuscopeApp
@@ -86,8 +86,7 @@ def test_timeline_pieces_report_bytes_read_and_stop_when_the_hook_raises(paddle)
     size = path.stat().st_size
     events = json.loads(path.read_text())["traceEvents"]
     seen: list[int] = []
-    with watching(seen.append):
-        frame = read_timeline([path], chunk_bytes=16 << 10)
+    frame = read_timeline([path], chunk_bytes=16 << 10, hook=seen.append)
     assert frame.height == sum(1 for e in events if e.get("ph") not in (None, "M"))
     assert frame.equals(read_timeline([path]))  # pieces change nothing of the frame
     assert len(seen) > size // (16 << 10) // 2  # one report per piece of ~16 KB
@@ -100,9 +99,9 @@ def test_timeline_pieces_report_bytes_read_and_stop_when_the_hook_raises(paddle)
         if read >= 3 * (16 << 10):
             raise Stop
 
-    with watching(stop_at_third), pytest.raises(Stop):
-        read_timeline([path], chunk_bytes=16 << 10)
-    read_timeline([path])  # the hook applies only inside `watching`
+    with pytest.raises(Stop):
+        read_timeline([path], chunk_bytes=16 << 10, hook=stop_at_third)
+    assert read_timeline([path]).equals(frame)  # no hook, nothing stops it
 
 
 # ---------------------------------------------------------------- loads

@@ -72,10 +72,10 @@ def test_golden_era_b_op_statistic(samples):
     path = samples / "msprof_golden" / "mindstudio_profiler_output" / "op_statistic_20240605100000.csv"
     rows = _rows(path)
     from npuscope.parsers.csv_table import RowPolicy
+    from npuscope.parsers.export_tables import read_statistic
     from npuscope.parsers.layout import Source
-    from npuscope.parsers.profile import _read_statistic
 
-    stat = _read_statistic(Source("0", statistic=(path,)), RowPolicy())
+    stat = read_statistic(Source("0", statistic=(path,)), RowPolicy())
     assert stat.columns == list(STAT_ORDER)
     assert stat.height == len(rows)
     assert stat["op_type"].to_list() == [r["OP Type"] for r in rows]

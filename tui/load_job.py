@@ -27,9 +27,9 @@ from npuscope.analysis import Diagnosis, Thresholds, diagnose
 from npuscope.analysis.cluster import ClusterSummary, open_cluster, open_rank
 from npuscope.parsers import Cancelled, FrameCache, Profile, ReadOptions, open_profile
 from npuscope.parsers.cluster import rank_folders
-from npuscope.parsers.timeline import watching
+from npuscope.parsers.progress import Sink, files_size
 
-Progress = Callable[[int, int, str], None]
+Progress = Sink  # (done_bytes, total_bytes, label), as open_profile reports it
 
 
 @dataclass(eq=False)
@@ -85,8 +85,8 @@ def load_profile(
 ) -> tuple[Profile, Diagnosis]:
     """Open and diagnose `path`; raises `Cancelled` soon after `cancel` is set.
 
-    Progress is in bytes of the capture's files: per file from `open_profile`, and per piece
-    of ~8 MB while a timeline is parsed (the longest part of a cold load).
+    Progress is in bytes of the capture's files, as `open_profile` reports it: per file, and
+    inside a file per piece of a CSV table or a timeline and per batch of a db query.
     """
 
     def opener(**kwargs: Any) -> Profile:
@@ -135,35 +135,20 @@ def _open_and_diagnose(
     cache_root: Path | None = None,
 ) -> tuple[Profile, Diagnosis]:
     cache = FrameCache(cache_root, enabled=use_cache, background=True)
-    files = [0, 0]  # bytes done before the file being read, bytes of all files
-
-    def on_file(done: int, total: int, label: str) -> None:
-        files[:] = [done, total]
-        if cancel.is_set():
-            raise Cancelled()
-        if progress is not None:
-            progress(done, total, label)
-
-    def on_piece(read_bytes: int) -> None:
-        if cancel.is_set():
-            raise Cancelled()
-        if progress is not None:
-            progress(min(files[0] + read_bytes, files[1]), files[1], "timeline")
-
-    with watching(on_piece):
-        profile = opener(
-            cache=cache,
-            progress=on_file,
-            cancel=cancel,
-            pmu="ratios",  # the bound types of the report's findings and op statistics
-            strict=read.strict,
-            source=read.source,
-            timeline=read.timeline,
-        )
-    if cancel.is_set():
+    profile = opener(
+        cache=cache,
+        progress=progress,
+        cancel=cancel,
+        pmu="ratios",  # the bound types of the report's findings and op statistics
+        strict=read.strict,
+        source=read.source,
+        timeline=read.timeline,
+    )
+    if cancel.is_set():  # set after the open's last check: the diagnosis is not started
         raise Cancelled()
     if progress is not None:
-        progress(files[1], files[1], "diagnosing")
+        total = files_size(profile.files)
+        progress(total, total, "diagnosing")
     return profile, diagnose(profile, thresholds, cache=cache)
 
 
@@ -231,10 +216,4 @@ def load_cluster(
 
 def open_for_compare(other: Path, *, use_cache: bool, cancel: threading.Event) -> Profile:
     """The NEW profile of a comparison; raises `Cancelled` soon after `cancel` is set."""
-
-    def on_piece(read_bytes: int) -> None:
-        if cancel.is_set():
-            raise Cancelled()
-
-    with watching(on_piece):
-        return open_profile(other, cache=FrameCache(enabled=use_cache, background=True), cancel=cancel, pmu="ratios")
+    return open_profile(other, cache=FrameCache(enabled=use_cache, background=True), cancel=cancel, pmu="ratios")
