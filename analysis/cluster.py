@@ -42,6 +42,7 @@ from npuscope.parsers.training import empty_views
 from . import training_rules
 from .device_kind import DeviceKind
 from .findings import Finding, order
+from .rule_names import SLOW_RANK
 from .rules import Framework
 from .thresholds import Thresholds
 
@@ -203,7 +204,7 @@ def summarize(
             findings.append(replace(f, evidence=f.evidence[: th.evidence_rows]))
     spread = training_rules.slow_ranks(steps, -math.inf)
     spread_pct = max((d.spread_pct for dims in spread.values() for d in dims), default=0.0)
-    slow = [f for f in findings if f.rule == "slow_rank"]
+    slow = [f for f in findings if f.rule == SLOW_RANK]
     notes: list[str] = []
     if bad:
         shown = "; ".join(f"rank {e.rank}: {e.summary.error}" for e in bad[:3])

@@ -38,6 +38,22 @@ import re
 
 from .findings import Finding
 from .fusion_patterns import PATTERNS
+from .rule_names import (
+    ACLOP_SHARE,
+    AI_CPU,
+    COMMUNICATION_WAIT,
+    DATA_GAPS,
+    DOMINANT_OP_TYPE,
+    DURATION_OUTLIER,
+    DYNAMIC_SHAPE,
+    FUSIBLE_SEQUENCE,
+    HOST_DISPATCH,
+    HOST_OP_WAIT,
+    IDLE_DEVICE,
+    LONG_TASK,
+    LOW_PARALLELISM,
+    RECOMPILATION,
+)
 from .rules import CUSTOM_KERNEL_TYPES
 from .thresholds import Thresholds
 
@@ -54,11 +70,11 @@ TASK_COLUMNS = (
 confidence:, kind:, aclop, state:, block, fused:, dur, wait)."""
 
 TASK_RULES = (
-    "idle_device", "dominant_op_type", "long_task", "duration_outlier", "ai_cpu", "low_parallelism",
-    "recompilation", "host_op_wait", "communication_wait", "aclop_share", "dynamic_shape", "fusible_sequence",
+    IDLE_DEVICE, DOMINANT_OP_TYPE, LONG_TASK, DURATION_OUTLIER, AI_CPU, LOW_PARALLELISM,
+    RECOMPILATION, HOST_OP_WAIT, COMMUNICATION_WAIT, ACLOP_SHARE, DYNAMIC_SHAPE, FUSIBLE_SEQUENCE,
 )  # fmt: skip
 """Rules whose findings count tasks: their filter selects those tasks."""
-NO_TASK_RULES = ("data_gaps", "host_dispatch")
+NO_TASK_RULES = (DATA_GAPS, HOST_DISPATCH)
 """Rules whose findings count something else (missing data, host operators): no filter."""
 
 MATRIX_CORE_TYPES = ("AI_CORE", "MIX_AIC")
@@ -88,21 +104,21 @@ def drill_down(finding: Finding, thresholds: Thresholds) -> tuple[str, tuple[str
         return "", ROW_ORDER
     rule, th = finding.rule, thresholds
     of_type = f"type:{value(finding.op_types[0])}" if finding.op_types else ""
-    if rule == "dominant_op_type" and finding.op_types:
+    if rule == DOMINANT_OP_TYPE and finding.op_types:
         core = _core_type(finding)
         return _join(of_type, f"core:{value(core)}" if core else ""), DURATION
-    if rule == "long_task":
+    if rule == LONG_TASK:
         return _join(of_type, "kind:compute", f"dur>{number(th.long_task_us)}"), DURATION
-    if rule == "duration_outlier":
+    if rule == DURATION_OUTLIER:
         core = _core_type(finding)
         return _join(
             of_type, f"core:{value(core)}" if core else "", f"dur>={number(th.outlier_max_over_avg)}xavg"
         ), DURATION
-    if rule == "ai_cpu":
+    if rule == AI_CPU:
         return _join(of_type, "core:AI_CPU", f"dur>{number(th.ai_cpu_us)}"), DURATION
-    if rule == "low_parallelism":
+    if rule == LOW_PARALLELISM:
         return _low_parallelism(finding, th), DURATION
-    if rule == "recompilation":
+    if rule == RECOMPILATION:
         if not finding.op_types:  # host API events, no task
             return "", WAIT
         plain = _join(of_type, "cause:recompilation")
@@ -110,18 +126,18 @@ def drill_down(finding: Finding, thresholds: Thresholds) -> tuple[str, tuple[str
             return plain, WAIT
         # an own kernel's wait counts only when a compile API was seen over the gap
         return f"{plain} -kind:custom | {plain} -confidence:suspected", WAIT
-    if rule == "host_op_wait":
+    if rule == HOST_OP_WAIT:
         return _join(of_type, "cause:host_op"), WAIT
-    if rule == "communication_wait":
+    if rule == COMMUNICATION_WAIT:
         return "cause:communication", WAIT
-    if rule == "aclop_share":
+    if rule == ACLOP_SHARE:
         return "aclop", DURATION
-    if rule == "dynamic_shape":
+    if rule == DYNAMIC_SHAPE:
         return "state:dynamic", ROW_ORDER
-    if rule == "fusible_sequence":
+    if rule == FUSIBLE_SEQUENCE:
         fused = _fused_op(finding)
         return (f"fused:{fused}" if fused else ""), ROW_ORDER
-    if rule == "idle_device":
+    if rule == IDLE_DEVICE:
         return "", WAIT
     if rule in NO_TASK_RULES:
         return "", ROW_ORDER

@@ -72,7 +72,7 @@ def test_an_unwritable_log_still_gives_one_line(tmp_path, monkeypatch):
 
 
 async def test_a_failing_worker_shows_one_line_and_logs_the_traceback(state_home, monkeypatch):
-    monkeypatch.setattr(main_screen, "cached_training_views", _boom)
+    monkeypatch.setattr(main_screen, "read_views", _boom)
     app = NpuscopeApp(ensure_demo(), cache=False)
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await wait_loaded(pilot)
@@ -109,7 +109,7 @@ async def test_bad_input_keeps_its_line_and_logs_nothing(state_home, monkeypatch
     def bad(*args, **kwargs):
         raise ProfileError("step_trace_time.csv: row 2 is damaged")
 
-    monkeypatch.setattr(main_screen, "cached_training_views", bad)
+    monkeypatch.setattr(main_screen, "read_views", bad)
     app = NpuscopeApp(ensure_demo(), cache=False)
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await wait_loaded(pilot)

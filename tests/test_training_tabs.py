@@ -318,13 +318,13 @@ async def test_training_finding_drills_down_to_its_tab(samples, tmp_path):
 
 async def test_the_op_tabs_are_usable_while_the_views_are_read(generated, tmp_path, monkeypatch):
     gate = threading.Event()
-    real = main_screen.cached_training_views
+    real = main_screen.read_views
 
-    def held(profile, cache, strict=False):
+    def held(profile, options):
         gate.wait(60)  # released by the test below; never hangs the suite
-        return real(profile, cache, strict=strict)
+        return real(profile, options)
 
-    monkeypatch.setattr(main_screen, "cached_training_views", held)
+    monkeypatch.setattr(main_screen, "read_views", held)
     app = _app(generated, tmp_path)
     async with app.run_test(size=(100, 40)) as pilot:
         screen = app.main

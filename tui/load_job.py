@@ -23,8 +23,9 @@ from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import Any
 
-from npuscope.analysis import Diagnosis, Thresholds, diagnose
+from npuscope.analysis import Diagnosis, Thresholds
 from npuscope.analysis.cluster import ClusterSummary, open_cluster, open_rank
+from npuscope.analysis.session import Options, diagnosed
 from npuscope.parsers import Cancelled, FrameCache, Profile, ReadOptions, open_profile
 from npuscope.parsers.cluster import rank_folders
 from npuscope.parsers.progress import Sink, files_size
@@ -149,7 +150,7 @@ def _open_and_diagnose(
     if progress is not None:
         total = files_size(profile.files)
         progress(total, total, "diagnosing")
-    return profile, diagnose(profile, thresholds, cache=cache)
+    return profile, diagnosed(profile, Options(thresholds or Thresholds(), cache=cache)).diagnosis
 
 
 def cluster_ranks(path: Path, capture: str | int | None) -> list[tuple[str, Path]] | None:

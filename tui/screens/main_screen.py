@@ -31,21 +31,20 @@ from textual.worker import Worker
 from npuscope.analysis import Diagnosis
 from npuscope.analysis.bound import RATIO_COLUMNS, with_bound
 from npuscope.analysis.card_spread import card_spread, render_card_spread
-from npuscope.analysis.cluster import ClusterSummary, rank_findings
+from npuscope.analysis.cluster import ClusterSummary
 from npuscope.analysis.drilldown import TASK_COLUMNS, drill_down
 from npuscope.analysis.export import export_dir, export_table, write_text_atomic
 from npuscope.analysis.kpis import card_kpis
 from npuscope.analysis.op_report import op_report
 from npuscope.analysis.query import Query, QueryError, parse_query, stats_positions, task_positions, totals_at
+from npuscope.analysis.session import Diagnosed, Options, read_views
 from npuscope.analysis.shape_stats import statistic_by_shape
 from npuscope.analysis.timeline_view import TimelineModel, build_model
 from npuscope.analysis.totals import card_summary, op_type_count
-from npuscope.analysis.training_rules import training_findings
 from npuscope.analysis.training_tables import card_step_windows, step_marks
 from npuscope.analysis.wait_evidence import wait_evidence
 from npuscope.parsers import FrameCache, Profile, ProfileError
 from npuscope.parsers.training import TrainingViews
-from npuscope.parsers.views_cache import cached_training_views
 
 from ..explorer import Settings, explorer
 from ..format import human_us
@@ -448,21 +447,26 @@ class MainScreen(Screen[None]):
     ) -> None:
         """The training views of `profile` and its training findings (`cluster` and `rank`:
         the cluster it is rank `rank` of, else None)."""
+        if cluster is None or rank is None:
+            cluster, rank = None, None  # only a rank of a cluster gets the cluster's cache and findings
+        # A rank of a cluster: beside its frames, where the cluster's parse put them.
+        root = cluster.cache_root if cluster is not None else None
+        options = Options(
+            settings.thresholds,
+            strict=settings.read.strict,
+            views_cache=FrameCache(root, enabled=settings.use_cache),
+            cluster=cluster,
+            rank=rank,
+        )
         try:
-            # A rank of a cluster: beside its frames, where the cluster's parse put them.
-            root = cluster.cache_root if cluster is not None and rank is not None else None
-            cache = FrameCache(root, enabled=settings.use_cache)
-            views = cached_training_views(profile, cache, strict=settings.read.strict)
+            views = read_views(profile, options)
             windows = card_step_windows(profile)
         except Exception as exc:  # bad input or a bug: said on the tabs through the error route
             self.app.call_from_thread(self._views_failed, ViewsFailed(generation, exc))
             return
         problem: Exception | None = None
         try:
-            own = training_findings(profile, diagnosis, views, settings.thresholds)
-            if cluster is not None and rank is not None:  # a rank of a cluster: the cluster's findings on it
-                own = rank_findings(cluster, rank, own, profile.cards, profile.path)
-            diagnosis = diagnosis.with_findings(own)
+            diagnosis = Diagnosed.of(profile, diagnosis, options).with_views(views).diagnosis
         except Exception as exc:  # the views are shown without them; the line says why
             problem = exc
         self.app.call_from_thread(self._views_ready, ViewsRead(generation, diagnosis, views, windows, problem))

@@ -27,15 +27,14 @@ from textual.widgets import Footer, Input, Static
 from textual.worker import Worker
 
 from npuscope.analysis import Diagnosis, Finding
-from npuscope.analysis.cluster import rank_findings
 from npuscope.analysis.export import export_dir, export_table
 from npuscope.analysis.query import Query, QueryError, parse_query
+from npuscope.analysis.session import Diagnosed, Options
+from npuscope.analysis.session import read_views as views_of
 from npuscope.analysis.sql import TABLES, Tables, once, profile_tables, run_sql, with_rank
-from npuscope.analysis.training_rules import training_findings
 from npuscope.analysis.training_tables import TableFields, view_positions
 from npuscope.parsers import FrameCache, Profile, ProfileError
 from npuscope.parsers.training import TrainingViews
-from npuscope.parsers.views_cache import cached_training_views
 
 from ..explorer import explorer
 from ..messages import QueryDone, QueryFailed, is_current
@@ -125,19 +124,20 @@ class SqlScreen(Screen[None]):
         app = explorer(self.app)
         settings, cluster, rank = app.settings, app.cluster, self._cluster_rank()
         if views is None:  # the main screen is still reading them: read them here too
-            root = cluster.cache_root if cluster is not None and rank is not None else None
-            cache = FrameCache(root, enabled=settings.use_cache)
-
-            def read() -> TrainingViews:
-                return cached_training_views(profile, cache, strict=settings.read.strict)
+            of_cluster = cluster if rank is not None else None  # only a rank gets the cluster's cache and findings
+            options = Options(
+                settings.thresholds,
+                strict=settings.read.strict,
+                views_cache=FrameCache(of_cluster.cache_root if of_cluster else None, enabled=settings.use_cache),
+                cluster=of_cluster,
+                rank=rank if of_cluster is not None else None,
+            )
+            first = Diagnosed.of(profile, diagnosis, options)
+            read_views = once(lambda: views_of(profile, options))
 
             def found() -> Sequence[Finding]:
-                own = training_findings(profile, diagnosis, read_views(), settings.thresholds)
-                if cluster is not None and rank is not None:
-                    own = rank_findings(cluster, rank, own, profile.cards, profile.path)
-                return diagnosis.with_findings(own).findings
+                return first.with_views(read_views()).findings
 
-            read_views = once(read)
             tables = profile_tables(profile, diagnosis, read_views, findings=found, windows=windows)
         else:  # the diagnosis has the training findings already
             tables = profile_tables(profile, diagnosis, views, findings=diagnosis.findings, windows=windows)
