@@ -23,7 +23,7 @@ from .arguments import add_source_args
 # its parser, and `--help` stays instant.
 
 
-def add_export_parser(sub: argparse._SubParsersAction) -> None:
+def add_export_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
         "export",
         help="write a profile as a Perfetto trace (ui.perfetto.dev)",

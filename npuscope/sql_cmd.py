@@ -12,9 +12,18 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
 
 from .arguments import add_source_args
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from npuscope.analysis import Thresholds
+    from npuscope.analysis.cluster import ClusterSummary
+    from npuscope.analysis.sql import Tables
 
 MAX_CLUSTER_TASKS = 4_000_000
 """Per-rank tables of a cluster hold every rank's rows in memory: this many tasks at most
@@ -22,7 +31,7 @@ MAX_CLUSTER_TASKS = 4_000_000
 DEMO = "demo"
 
 
-def add_sql_parser(sub: argparse._SubParsersAction) -> None:
+def add_sql_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
         "sql",
         help="run a SQL query over a profile's tables (tasks, op_stats, steps, findings, ...)",
@@ -100,7 +109,7 @@ def run_sql(args: argparse.Namespace) -> int:
     return 0
 
 
-def _unread():  # noqa: ANN202
+def _unread() -> NoReturn:
     raise AssertionError("a table the query does not name is never built")
 
 
@@ -112,7 +121,7 @@ def _path(given: str) -> str:
     return given
 
 
-def _profile_query(args: argparse.Namespace, thresholds, path: str, flat: bool):  # noqa: ANN001, ANN202
+def _profile_query(args: argparse.Namespace, thresholds: Thresholds, path: str, flat: bool) -> pl.DataFrame:
     from npuscope.analysis.session import Options, diagnosed
     from npuscope.analysis.sql import profile_tables, run_sql
     from npuscope.parsers import FrameCache
@@ -136,7 +145,14 @@ def _profile_query(args: argparse.Namespace, thresholds, path: str, flat: bool):
         return run_sql(tables, args.query, flat=flat)
 
 
-def _cluster_query(args: argparse.Namespace, thresholds, path: Path, found, per_rank: list[str], flat: bool):  # noqa: ANN001, ANN202
+def _cluster_query(
+    args: argparse.Namespace,
+    thresholds: Thresholds,
+    path: Path,
+    found: Sequence[tuple[str, Path]],
+    per_rank: list[str],
+    flat: bool,
+) -> pl.DataFrame:
     from npuscope.analysis.cluster import open_cluster, open_rank
     from npuscope.analysis.session import Options, analyse
     from npuscope.analysis.sql import cluster_tables, profile_tables, run_sql
@@ -161,7 +177,7 @@ def _cluster_query(args: argparse.Namespace, thresholds, path: Path, found, per_
     root = summary.cache_root
     rank_cache = FrameCache(root) if root else FrameCache(enabled=False)
 
-    def rank_tables(rank: str):  # noqa: ANN202
+    def rank_tables(rank: str) -> Tables:
         profile = open_rank(summary, rank, cache=rank_cache)
         options = Options(thresholds, strict=args.strict, views_cache=rank_cache, cluster=summary, rank=rank)
         analysis = analyse(profile, options)
@@ -173,7 +189,7 @@ def _cluster_query(args: argparse.Namespace, thresholds, path: Path, found, per_
     return result
 
 
-def _chosen_ranks(summary, given: str | None, needed: bool) -> list[str]:  # noqa: ANN001
+def _chosen_ranks(summary: ClusterSummary, given: str | None, needed: bool) -> list[str]:
     """The ranks whose per-rank tables a query over them loads (see the module docstring)."""
     from npuscope.parsers import ProfileError
 

@@ -232,8 +232,10 @@ def _term_expr(term: RankTerm) -> pl.Expr:
             expr = expr | pl.col("rank_no").is_between(lo, hi).fill_null(False)
         return expr
     if term.kind == "is":
-        mark = {"ok": ""}.get(term.value, term.value)
+        mark: str = {"ok": ""}.get(term.value, term.value)
         return pl.col("mark") == mark
+    op: str
+    number: float
     column, op, number = term.value
     col = pl.col(column)
     cmp = {">": col > number, ">=": col >= number, "<": col < number, "<=": col <= number}.get(op, col == number)

@@ -18,7 +18,8 @@ fetched folder opens in the explorer.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable, Mapping
+from typing import TypeVar, cast
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -30,6 +31,7 @@ from textual.suggester import SuggestFromList
 from textual.timer import Timer
 from textual.widgets import Button, Checkbox, Footer, Input, Label, Log, OptionList, ProgressBar, Select, Static
 from textual.widgets.option_list import Option
+from textual.widgets.select import NoSelection
 from textual.worker import Worker
 
 from npuscope.capture import hosts as remembered
@@ -59,9 +61,13 @@ FIELDS = (
     "remote_cache",
 )
 WIDGET_IDS = {name: name.replace("_", "-") for name in FIELDS}
+# The widgets of FIELDS, and the form's values as they show them (a Select is never blank here).
+FormField = Input | Checkbox | Select[str]
+FormValues = dict[str, str | bool | NoSelection]
+T = TypeVar("T")
 
 
-class CaptureScreen(Screen):
+class CaptureScreen(Screen[None]):
     BINDINGS = [
         Binding("ctrl+s", "start", "Start"),
         Binding("ctrl+r", "runs", "Runs"),
@@ -176,17 +182,17 @@ class CaptureScreen(Screen):
         self.set_status("Fill in the form; ctrl+s or Enter starts. The job runs detached on the host.")
 
     # ---------------------------------------------------------------- form
-    def field(self, name: str):
-        return self.query_one(f"#{WIDGET_IDS[name]}")
+    def field(self, name: str) -> FormField:
+        return cast(FormField, self.query_one(f"#{WIDGET_IDS[name]}"))
 
-    def form_values(self) -> dict:
-        values = {}
+    def form_values(self) -> FormValues:
+        values: FormValues = {}
         for name in FIELDS:
             widget = self.field(name)
             values[name] = bool(widget.value) if isinstance(widget, Checkbox) else widget.value
         return values
 
-    def set_form(self, values: dict) -> None:
+    def set_form(self, values: Mapping[str, object]) -> None:
         for name in FIELDS:
             if name not in values:
                 continue
@@ -195,7 +201,7 @@ class CaptureScreen(Screen):
                 widget.value = bool(value)
             elif isinstance(widget, Select):
                 options = capture_spec.DEVICES if name == "device" else [v for _, v in JIT_CHOICES]
-                if value in options:
+                if isinstance(value, str) and value in options:
                     widget.value = value
             elif isinstance(value, (str, int)) and not isinstance(value, bool):
                 widget.value = str(value)
@@ -333,10 +339,10 @@ class CaptureScreen(Screen):
         self.set_status(f"following run {run.id} on {spec.host}{note}")
         self._follow(spec, run.id, generation, None)
 
-    def host_spec(self, host: str, **fields) -> capture_spec.CaptureSpec:
+    def host_spec(self, host: str, *, out: str = capture_spec.DEFAULT_OUT) -> capture_spec.CaptureSpec:
         """A spec that only says where runs live (listing, following, cancelling a run)."""
         return capture_spec.CaptureSpec(
-            host=host, command=(), ssh_config=self.form_ssh_config, remote_root=self.form_remote_root, **fields
+            host=host, command=(), ssh_config=self.form_ssh_config, remote_root=self.form_remote_root, out=out
         )
 
     @property
@@ -357,7 +363,7 @@ class CaptureScreen(Screen):
 
     @work(exclusive=True, group="capture", exit_on_error=False, description="capture")
     async def _follow(
-        self, spec: capture_spec.CaptureSpec, run_id: str | None, generation: int, values: dict | None
+        self, spec: capture_spec.CaptureSpec, run_id: str | None, generation: int, values: FormValues | None
     ) -> None:
         def emit(event: Event) -> None:
             if generation == self._generation:
@@ -387,7 +393,7 @@ class CaptureScreen(Screen):
             log.write_lines(tail)
         self.set_status(message, error=True)
 
-    def _succeeded(self, spec: capture_spec.CaptureSpec, outcome: session.Outcome, values: dict | None) -> None:
+    def _succeeded(self, spec: capture_spec.CaptureSpec, outcome: session.Outcome, values: FormValues | None) -> None:
         self._end()
         self.outcome = outcome
         self.query_one("#capture-bar", ProgressBar).update(total=1, progress=1)
@@ -467,7 +473,7 @@ class CaptureScreen(Screen):
         if self.query_one("#runs", OptionList).display:
             self._list_runs(host)
 
-    async def _ask(self, call, what: str):
+    async def _ask(self, call: Awaitable[T], what: str) -> T | None:
         """Await a short remote call; on failure show one line (through the error route) and
         return None."""
         try:

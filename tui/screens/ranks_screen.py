@@ -52,7 +52,7 @@ def _us(value: Any) -> float:
     return float(value) if isinstance(value, (int, float)) and value == value and value > 0 else 0.0
 
 
-class RanksScreen(Screen):
+class RanksScreen(Screen[None]):
     """One row per rank of the open cluster; Enter opens the rank in the main screen."""
 
     BINDINGS = [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.markup import escape
 from rich.text import Text
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import Label, ListItem, ListView
@@ -23,7 +24,7 @@ class FindingCard(ListItem):
         super().__init__(classes=f"card {SEVERITY_CLASS[finding.severity]}")
         self.finding = finding
 
-    def compose(self):
+    def compose(self) -> ComposeResult:
         f = self.finding
         head = Text.assemble(
             (SEVERITY_MARK[f.severity], "bold"),
@@ -42,7 +43,7 @@ class KpiCard(ListItem):
         super().__init__(classes="card card--kpi")
         self.kpi = kpi
 
-    def compose(self):
+    def compose(self) -> ComposeResult:
         yield Label(Text.assemble((self.kpi.title, "bold"), "  ", self.kpi.value), classes="card-head")
         yield Label(escape(self.kpi.detail), classes="card-advice")
 

@@ -6,8 +6,11 @@ then the capture's name, then communication); none is cut in the middle of a wor
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.text import Text
 from textual import events
+from textual.visual import VisualType
 from textual.widgets import Static
 
 from ..format import human_us
@@ -17,8 +20,16 @@ ALWAYS, WAIT_SPAN, COMM, CAPTURE, ERA = range(5)
 
 
 class HeaderBar(Static):
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(
+        self,
+        content: VisualType = "",
+        *,
+        name: str | None = None,
+        id: str | None = None,
+        classes: str | None = None,
+        disabled: bool = False,
+    ) -> None:
+        super().__init__(content, name=name, id=id, classes=classes, disabled=disabled)
         self._parts: list[tuple[int, Text]] = []
 
     def show(
@@ -28,7 +39,7 @@ class HeaderBar(Static):
         layout: str,
         card: str,
         cards: tuple[str, ...],
-        summary: dict,
+        summary: dict[str, Any],
         skipped: int = 0,
         rank: str | None = None,
         rank_position: str = "",

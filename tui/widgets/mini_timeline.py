@@ -154,7 +154,8 @@ class MiniTimeline(Widget, can_focus=True):
         self._empty_text = "no timeline"
         self._selected: tuple[int, int] | None = None
         self._steps: tuple[StepMark, ...] = ()
-        self._cache: tuple[tuple, tuple[LaneView, ...]] | None = None
+        # (model id, window, cells) and the lanes drawn for them
+        self._cache: tuple[tuple[int, tuple[int, ...], int], tuple[LaneView, ...]] | None = None
         self.render_count = 0  # calls of timeline_view.render (the cache keeps it at 1 per frame)
         if model is not None:
             self.set_model(model)
@@ -245,7 +246,7 @@ class MiniTimeline(Widget, can_focus=True):
             window = ensure_visible(window, *selected, bounds=self._bounds())
         self.window = window
 
-    def validate_window(self, value):
+    def validate_window(self, value: tuple[int, int] | None) -> tuple[int, int] | None:
         """Any (start, end) pair becomes a Window clamped to the model span."""
         if value is None or self._model is None:
             return value
