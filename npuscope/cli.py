@@ -267,7 +267,8 @@ def run_explorer(args: argparse.Namespace) -> int:
         from npuscope.parsers.profile import select_capture
 
         path = Path(args.path) if args.path else ensure_demo()
-        select_capture(discover(path), args.capture)
+        captures = discover(path)  # the first load starts from these: the folder is walked once
+        select_capture(captures, args.capture)
         compare_with = Path(args.compare) if args.compare else None
         if compare_with is not None:
             discover(compare_with)
@@ -288,6 +289,7 @@ def run_explorer(args: argparse.Namespace) -> int:
         # capture named with --capture or a comparison opens as one capture, as --all-cards.
         clusters=not (args.all_cards or args.capture is not None or compare_with is not None),
         ssh_config=args.ssh_config,
+        discovered=captures,
         **({"remote_root": args.remote_cache} if args.remote_cache else {}),
     )
     app.run()

@@ -145,7 +145,9 @@ def _rank_folder(capture: Capture, index: int) -> Path | None:
     return None
 
 
-def rank_folders(path: str | os.PathLike[str]) -> list[tuple[str, Path]] | None:
+def rank_folders(
+    path: str | os.PathLike[str], captures: Sequence[Capture] | None = None
+) -> list[tuple[str, Path]] | None:
     """(rank, folder) of each rank when `path` is a cluster, sorted by rank; None when it is
     one capture (one card, or cards whose files are shared: an msprof merged export).
 
@@ -155,9 +157,10 @@ def rank_folders(path: str | os.PathLike[str]) -> list[tuple[str, Path]] | None:
     ranks are then numbered in order when device numbers repeat), Paddle's `rank_N` folders.
     torch_npu ranks whose ids repeat in folders side by side are separate runs (a capture of
     each profiler level): not a cluster. Raises ProfileError as `discover` does (nothing
-    found, permission denied).
+    found, permission denied). `captures`: what `discover(path)` found already.
     """
-    captures = discover(path)
+    if captures is None:
+        captures = discover(path)
     by_layout: dict[str, list[tuple[str | None, Path]]] = {}
     for capture in captures:
         if capture.layout not in ("torch_npu", "mindspore", "era_a", "paddle"):

@@ -125,9 +125,12 @@ def open_profile(
     cache: FrameCache | None = None,
     progress: Sink | None = None,
     cancel: threading.Event | None = None,
+    captures: Sequence[Capture] | None = None,
     **read: Unpack[ReadChoices],
 ) -> Profile:
-    """Discover and parse one capture (the newest unless `capture` names one).
+    """Discover and parse one capture (the newest unless `capture` names one); `captures`:
+    what `discover(path)` found already (the command line checks the path before the explorer
+    starts), else discovered here.
 
     `read` are the fields of `ReadOptions` (strict, source, timeline, pmu, details,
     piece_bytes, batch_rows). `progress(done_bytes, total_bytes, label)` moves after each
@@ -139,7 +142,7 @@ def open_profile(
     options = ReadOptions(**read)
     channel = LoadProgress(progress, cancel)
     cache = cache if cache is not None else FrameCache()
-    plan = plan_open(Path(path).expanduser(), capture, options)
+    plan = plan_open(Path(path).expanduser(), capture, options, captures)
     channel.start(plan.files, "discovered " + plan.capture.name)
     paddle = plan.capture.layout == "paddle"
     reads = [read_source(src, cache, options, channel, paddle=paddle) for src in plan.sources]
@@ -167,10 +170,14 @@ class OpenPlan:
     ignored: tuple[tuple[Path, str], ...]
 
 
-def plan_open(root: Path, which: str | int | None, options: ReadOptions) -> OpenPlan:
+def plan_open(
+    root: Path, which: str | int | None, options: ReadOptions, found: Sequence[Capture] | None = None
+) -> OpenPlan:
+    """The plan of an open of `root`: the captures `found` there (else discovered now), the
+    one chosen, and the export read of each of its sources."""
     if options.source not in SOURCES:
         raise ProfileError(f"unknown source {options.source!r}; use one of {', '.join(SOURCES)}")
-    captures = discover(root)
+    captures = list(found) if found is not None else discover(root)
     chosen = select_capture(captures, which)
     planned = [_plan_source(src, options.source, options.timeline) for src in chosen.sources]
     return OpenPlan(

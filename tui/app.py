@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
@@ -47,6 +47,7 @@ from npuscope.analysis.compare import compare_runs
 from npuscope.analysis.compare_render import render_comparison
 from npuscope.capture.spec import DEFAULT_REMOTE_ROOT
 from npuscope.parsers import Cancelled, Profile, ProfileError, ReadOptions
+from npuscope.parsers.layout import Capture
 
 from .errors import ErrorRoute
 from .explorer import Settings
@@ -129,9 +130,12 @@ class NpuscopeApp(App[None]):
         clusters: bool = False,
         ssh_config: str | None = None,
         remote_root: str = DEFAULT_REMOTE_ROOT,
+        discovered: Sequence[Capture] | None = None,
     ) -> None:
         """`clusters`: a folder of rank folders opens as a cluster, the Ranks view first (else
         as one capture whose cards are the ranks, every rank loaded into one frame).
+        `discovered`: the captures the command line found at `path` when it checked it; the
+        first load starts from them instead of walking the folder again.
         `ssh_config`, `remote_root`: what the capture screen starts with (--ssh-config,
         --remote-cache)."""
         super().__init__()
@@ -148,6 +152,7 @@ class NpuscopeApp(App[None]):
         self.compare_with = compare_with
         self.path = path
         self.capture = capture
+        self._discovered = tuple(discovered) if discovered is not None else None
         self.error_message: str | None = None
         self.main = MainScreen()
         self._generations = itertools.count(1)
@@ -187,7 +192,8 @@ class NpuscopeApp(App[None]):
     async def on_mount(self) -> None:
         asyncio.get_running_loop().set_default_executor(_LoopExecutor(self))
         await self.push_screen(self.main)
-        self.start_load(self.path, self.capture)
+        found, self._discovered = self._discovered, None  # the first load's only
+        self.start_load(self.path, self.capture, found=found)
 
     # ---------------------------------------------------------------- errors
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
@@ -217,8 +223,8 @@ class NpuscopeApp(App[None]):
         return is_current(message, job.generation if job is not None else None, self.dropped)
 
     @work(group="load", exit_on_error=False, description="load profile")
-    async def _run_load(self, job: Job, path: Path, capture: str | int | None) -> None:
-        await job.run(partial(self._load, job, path, capture, self.settings))
+    async def _run_load(self, job: Job, path: Path, capture: str | int | None, found: Sequence[Capture] | None) -> None:
+        await job.run(partial(self._load, job, path, capture, self.settings, found))
 
     @work(group="compare", exit_on_error=False, description="compare")
     async def _run_compare(self, job: Job, other: Path, base: Profile, base_diagnosis: Diagnosis) -> None:
@@ -232,19 +238,22 @@ class NpuscopeApp(App[None]):
             pass
 
     # ---------------------------------------------------------------- loading
-    def start_load(self, path: Path, capture: str | int | None) -> int:
-        """Load `path` in place of the open profile; an older load is cancelled. Its generation."""
+    def start_load(self, path: Path, capture: str | int | None, found: Sequence[Capture] | None = None) -> int:
+        """Load `path` in place of the open profile; an older load is cancelled. Its generation.
+        `found`: the captures discovered at `path` already, else discovered by the load."""
         if self.loading is not None:
             self.loading.cancel.set()
         job = self.loading = self._job("load")
         self.path, self.capture = path, capture
         self.main.show_loading(f"opening {path}")
-        self._run_load(job, path, capture)
+        self._run_load(job, path, capture, found)
         return job.generation
 
-    def _load(self, job: Job, path: Path, capture: str | int | None, settings: Settings) -> None:
+    def _load(
+        self, job: Job, path: Path, capture: str | int | None, settings: Settings, found: Sequence[Capture] | None
+    ) -> None:
         def read(progress: Progress) -> Message:
-            ranks = cluster_ranks(path, capture) if settings.clusters else None
+            ranks = cluster_ranks(path, capture, found) if settings.clusters else None
             if ranks is not None:
                 summary = load_cluster(
                     path,
@@ -259,6 +268,7 @@ class NpuscopeApp(App[None]):
             profile, diagnosis = load_profile(
                 path,
                 capture=capture,
+                captures=found,
                 read=settings.read,
                 thresholds=settings.thresholds,
                 use_cache=settings.use_cache,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing import resource_tracker
 from pathlib import Path
@@ -28,6 +28,7 @@ from npuscope.analysis.cluster import ClusterSummary, open_cluster, open_rank
 from npuscope.analysis.session import Options, diagnosed
 from npuscope.parsers import Cancelled, FrameCache, Profile, ReadOptions, open_profile
 from npuscope.parsers.cluster import rank_folders
+from npuscope.parsers.layout import Capture
 from npuscope.parsers.progress import Sink, files_size
 
 Progress = Sink  # (done_bytes, total_bytes, label), as open_profile reports it
@@ -83,15 +84,17 @@ def load_profile(
     use_cache: bool,
     cancel: threading.Event,
     progress: Progress | None = None,
+    captures: Sequence[Capture] | None = None,
 ) -> tuple[Profile, Diagnosis]:
-    """Open and diagnose `path`; raises `Cancelled` soon after `cancel` is set.
+    """Open and diagnose `path`; raises `Cancelled` soon after `cancel` is set. `captures`:
+    what discovery found at `path` already (else it runs again).
 
     Progress is in bytes of the capture's files, as `open_profile` reports it: per file, and
     inside a file per piece of a CSV table or a timeline and per batch of a db query.
     """
 
     def opener(**kwargs: Any) -> Profile:
-        return open_profile(path, capture=capture, **kwargs)
+        return open_profile(path, capture=capture, captures=captures, **kwargs)
 
     return _open_and_diagnose(
         opener, read=read, thresholds=thresholds, use_cache=use_cache, cancel=cancel, progress=progress
@@ -153,11 +156,13 @@ def _open_and_diagnose(
     return profile, diagnosed(profile, Options(thresholds or Thresholds(), cache=cache)).diagnosis
 
 
-def cluster_ranks(path: Path, capture: str | int | None) -> list[tuple[str, Path]] | None:
+def cluster_ranks(
+    path: Path, capture: str | int | None, captures: Sequence[Capture] | None = None
+) -> list[tuple[str, Path]] | None:
     """The ranks of `path` when it opens as a cluster (a folder of rank folders), else None; a
     capture picked by name never does. Raises ProfileError as opening the path would (nothing
-    found, no permission)."""
-    return None if capture is not None else rank_folders(path)
+    found, no permission). `captures`: what discovery found at `path` already."""
+    return None if capture is not None else rank_folders(path, captures)
 
 
 def _start_resource_tracker() -> None:
