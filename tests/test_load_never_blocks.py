@@ -110,8 +110,8 @@ def test_timeline_pieces_report_bytes_read_and_stop_when_the_hook_raises(paddle)
 async def test_an_older_load_that_finishes_last_is_dropped(golden, paddle, monkeypatch):
     """Load A is held inside its diagnosis (past every cancel check) while B loads: A's result,
     posted after B's, does not replace B."""
-    gate = Gate(load_job.diagnose, golden)
-    monkeypatch.setattr(load_job, "diagnose", gate)
+    gate = Gate(load_job.diagnosed, golden)
+    monkeypatch.setattr(load_job, "diagnosed", gate)
     app = NpuscopeApp(golden, cache=False)
     async with app.run_test(size=(120, 36)) as pilot:
         await until(pilot, gate.entered.is_set, "load A to reach its diagnosis")
