@@ -10,18 +10,13 @@ long_task_us = 1000.0
 from __future__ import annotations
 
 import math
-import stat
-import sys
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 from npuscope.parsers import ProfileError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from npuscope.parsers.rules_file import RULES_FILE_BYTES as RULES_FILE_BYTES
+from npuscope.parsers.rules_file import read_rules_file
 
 
 @dataclass(frozen=True)
@@ -88,7 +83,7 @@ class Thresholds:
         `[thresholds]` table (or top level) sets known keys to finite numbers in range
         (`bounds`); anything else is one ProfileError naming the file and the key."""
         path = Path(path)
-        data = _toml_table(path)
+        data = read_rules_file(path)
         table = data.get("thresholds", data)
         if not isinstance(table, dict):
             raise ProfileError(f"{path}: thresholds must be a table of name = number, got {_shown(table)}")
@@ -108,10 +103,6 @@ class Thresholds:
                 raise ProfileError(f"{path}: {name} must be a whole number, got {_shown(value)}")
             values[name] = int(value) if whole else float(value)
         return replace(cls(), **values)
-
-
-RULES_FILE_BYTES = 1 << 20
-"""A rules file is a few lines: anything bigger is refused before it is read."""
 
 
 def bounds(name: str) -> tuple[float, float]:
@@ -137,36 +128,6 @@ def _shown(value: object) -> str:
     """A value of a rules file, short enough for a one-line error."""
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
-
-
-def _toml_table(path: Path) -> dict[str, Any]:
-    """The TOML document of a rules file, or one ProfileError: not found, not a regular file
-    (a FIFO would block the read, a device never end), too big, unreadable, not TOML."""
-    try:
-        st = path.stat()
-    except FileNotFoundError:
-        raise ProfileError(f"{path}: rules file not found") from None
-    except OSError as exc:
-        raise ProfileError(f"{path}: cannot read the rules file ({exc.strerror or exc})") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise ProfileError(f"{path}: the rules file is not a regular file")
-    if st.st_size > RULES_FILE_BYTES:
-        raise ProfileError(
-            f"{path}: the rules file is {st.st_size:,} bytes; a rules file is at most {RULES_FILE_BYTES:,}"
-        )
-    try:
-        with path.open("rb") as fh:
-            raw = fh.read(RULES_FILE_BYTES + 1)
-        if len(raw) > RULES_FILE_BYTES:
-            raise ProfileError(f"{path}: the rules file is over {RULES_FILE_BYTES:,} bytes")
-        doc: dict[str, Any] = tomllib.loads(raw.decode("utf-8"))
-        return doc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ProfileError(f"{path}: cannot read the rules file ({exc})") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ProfileError(f"{path}: invalid TOML: {exc}") from None
-    except RecursionError:
-        raise ProfileError(f"{path}: invalid TOML: arrays or tables nested too deep") from None
 
 
 def documented_defaults() -> list[tuple[str, object, str]]:
