@@ -13,29 +13,13 @@ import threading
 from pathlib import Path
 
 import pytest
+from progress_sink import Seen as Sink
 
 from npuscope import loading
 from npuscope.fixtures.generate import generate
 from npuscope.parsers import Cancelled, FrameCache, ReadOptions, open_profile
 from npuscope.parsers.timeline import CHUNK_BYTES
 from npuscope.tui import load_job
-
-
-class Sink:
-    """The reports of one open; sets `cancel` once `label` reaches `stop_at` bytes."""
-
-    def __init__(self, label: str | None = None, stop_at: int | None = None) -> None:
-        self.calls: list[tuple[int, int, str]] = []
-        self.cancel = threading.Event()
-        self.label, self.stop_at = label, stop_at
-
-    def __call__(self, done: int, total: int, label: str) -> None:
-        self.calls.append((done, total, label))
-        if self.stop_at is not None and label == self.label and done >= self.stop_at:
-            self.cancel.set()
-
-    def of(self, label: str) -> list[int]:
-        return [done for done, _, name in self.calls if name == label]
 
 
 @pytest.fixture(scope="module")

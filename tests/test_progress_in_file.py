@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import csv
 import sqlite3
-import threading
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from progress_sink import Seen
 
 from npuscope.fixtures.generate import generate
 from npuscope.parsers import Cancelled, FrameCache, ProfileError, open_profile
@@ -33,23 +33,6 @@ BATCH = 64
 
 def _open(path: Path, **kw):
     return open_profile(path, cache=FrameCache(enabled=False), **kw)
-
-
-class Seen:
-    """The progress calls of one load; `stop_at` sets `cancel` once a label passes that many bytes."""
-
-    def __init__(self, label: str | None = None, stop_at: int | None = None) -> None:
-        self.calls: list[tuple[int, int, str]] = []
-        self.cancel = threading.Event()
-        self.label, self.stop_at = label, stop_at
-
-    def __call__(self, done: int, total: int, label: str) -> None:
-        self.calls.append((done, total, label))
-        if self.stop_at is not None and label == self.label and done >= self.stop_at:
-            self.cancel.set()
-
-    def of(self, label: str) -> list[int]:
-        return [done for done, _, name in self.calls if name == label]
 
 
 @pytest.fixture(scope="module")
