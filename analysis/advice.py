@@ -23,16 +23,19 @@ from .rule_names import (
     DATA_GAPS,
     DURATION_OUTLIER,
     DYNAMIC_SHAPE,
+    EXPERT_IMBALANCE,
     FREE_TIME,
     HOST_OP_WAIT,
     IDLE_DEVICE,
     LONG_TASK,
     LOW_PARALLELISM,
     MEMORY_PEAK,
+    PIPELINE_BUBBLE,
     RECOMPILATION,
     SLOW_LINK,
     SLOW_RANK,
     SMALL_PACKETS,
+    STAGE_IMBALANCE,
     SYNC_HEAVY,
 )
 
@@ -428,6 +431,41 @@ ADVICE: dict[str, dict[Place, str]] = {
             "One rank is slower than the others and every collective waits for it: compare its compute "
             "(different shapes or data per rank, fewer cores or a busy host), its data loading and its "
             "free time with the other ranks."
+        ),
+    },
+    STAGE_IMBALANCE: {
+        NPU: (
+            "One pipeline stage computes more than the others and they wait for it each micro-batch: move "
+            "layers from it to the lighter stages (Megatron / MindSpeed: --num-layer-list, or fewer layers "
+            "on the stage holding the embedding or the loss), then profile again; this is a layer split, "
+            "not a slow card."
+        ),
+        OTHER_DEVICE: (
+            "One pipeline stage computes more than the others and they wait for it each micro-batch: move "
+            "layers from it to the lighter stages, then profile again; this is a layer split, not a slow "
+            "device."
+        ),
+    },
+    PIPELINE_BUBBLE: {
+        NPU: (
+            "The stage idles waiting for its neighbour's activations or gradients: more micro-batches per "
+            "step (a larger global batch or gradient accumulation), an interleaved schedule (Megatron / "
+            "MindSpeed: --num-layers-per-virtual-pipeline-stage) or fewer pipeline stages shrink the bubble."
+        ),
+        OTHER_DEVICE: (
+            "The stage idles waiting for its neighbour's activations or gradients: more micro-batches per "
+            "step, an interleaved schedule or fewer pipeline stages shrink the bubble."
+        ),
+    },
+    EXPERT_IMBALANCE: {
+        NPU: (
+            "Its experts receive more tokens than the others' and the all-to-all waits for it: raise the "
+            "router's load-balancing loss (MindSpeed / Megatron: --moe-aux-loss-coeff), cap tokens per "
+            "expert (--moe-expert-capacity-factor with token dropping) or spread hot experts over ranks."
+        ),
+        OTHER_DEVICE: (
+            "Its experts receive more tokens than the others' and the all-to-all waits for it: raise the "
+            "router's load-balancing loss, cap tokens per expert or spread hot experts over ranks."
         ),
     },
     SLOW_LINK: {

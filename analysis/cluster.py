@@ -18,7 +18,7 @@ import os
 import re
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +37,13 @@ from npuscope.parsers.cluster import (
     rank_folders,
     read_ranks,
 )
+from npuscope.parsers.rank_figures import kinds_missing
 from npuscope.parsers.training import empty_views
 
-from . import training_rules
+from . import parallel_rules, training_rules
 from .device_kind import DeviceKind
 from .findings import Finding, order
+from .parallel import ParallelLayout, parallel_layout
 from .rule_names import SLOW_RANK
 from .rules import Framework
 from .thresholds import Thresholds
@@ -92,10 +94,17 @@ class ClusterSummary:
     layout: str = ""
     options: ReadOptions = DEFAULT_OPTIONS
     cache_root: Path | None = None  # where the ranks' frames were cached (open_rank reads them)
+    parallel: ParallelLayout | None = None  # the TP / PP / DP / EP layout, when declared or seen
+    links: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=RANK_LINKS_SCHEMA))
+    """Every readable rank's links (card = the rank that recorded it; src, dst as its files
+    number them), for the communication matrix."""
 
     def frame(self) -> pl.DataFrame:
         """One row per rank, the RankSummary columns (folder as text)."""
-        rows = [{**{c: getattr(r, c) for c in RANK_COLUMNS}, "folder": str(r.folder)} for r in self.ranks]
+        rows = [
+            {**{c: getattr(r, c) for c in RANK_COLUMNS}, "folder": str(r.folder), "missing": ", ".join(r.missing)}
+            for r in self.ranks
+        ]
         schema: dict[str, pl.DataType] = {
             "rank": pl.String(),
             "folder": pl.String(),
@@ -107,6 +116,11 @@ class ClusterSummary:
             "wait_us": pl.Float64(),
             "tasks": pl.Int64(),
             "error": pl.String(),
+            "steps": pl.Int64(),
+            "bubble_us": pl.Float64(),
+            "moe_us": pl.Float64(),
+            "stage": pl.Int64(),
+            "missing": pl.String(),
         }
         return pl.DataFrame(rows, schema=schema) if rows else pl.DataFrame(schema=schema)
 
@@ -191,7 +205,17 @@ def summarize(
     kind: DeviceKind = "unknown" if layout == "paddle" else "NPU"
     ctx = _ClusterContext(steps, links, th, _FRAMEWORKS.get(layout, "unknown"), kind)
     names = tuple(e.rank for e in ok)
-    findings: list[Finding] = list(training_rules.slow_rank(ctx, names))
+    par = parallel_layout(entries)
+    findings: list[Finding] = parallel_rules.slow_ranks_by_stage(ctx, par, names, ok)
+    notes: list[str] = []
+    if par is not None:
+        notes += par.notes
+        imbalance = parallel_rules.stage_imbalance(ctx, par, ok)
+        findings += [imbalance] if imbalance is not None else []
+        findings += parallel_rules.pipeline_bubble(ctx, par, ok, imbalance)
+        experts, why = parallel_rules.expert_imbalance(ctx, par, ok)
+        findings += experts
+        notes += why
     # Every slow link of a rank named, not only the evidence rows shown.
     wide = _ClusterContext(
         steps, links, replace(th, evidence_rows=max(th.evidence_rows, links.height)), ctx.framework, kind
@@ -202,10 +226,11 @@ def summarize(
             for row in f.evidence:
                 slow_links.append((_num(row.get("bandwidth_gbps")), f"{row['src']}->{row['dst']} {row['transport']}"))
             findings.append(replace(f, evidence=f.evidence[: th.evidence_rows]))
-    spread = training_rules.slow_ranks(steps, -math.inf)
-    spread_pct = max((d.spread_pct for dims in spread.values() for d in dims), default=0.0)
+    spread_pct = 0.0
+    for peers in _peer_sets(par, names):
+        spread = training_rules.slow_ranks(steps.filter(pl.col("card").is_in(peers)), -math.inf)
+        spread_pct = max([spread_pct, *(d.spread_pct for dims in spread.values() for d in dims)])
     slow = [f for f in findings if f.rule == SLOW_RANK]
-    notes: list[str] = []
     if bad:
         shown = "; ".join(f"rank {e.rank}: {e.summary.error}" for e in bad[:3])
         more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
@@ -219,9 +244,27 @@ def summarize(
     no_steps = [e.rank for e in ok if e.steps.height == 0]
     if no_steps and ok:
         notes.append(f"{len(no_steps)} rank(s) without steps are left out of the slow-rank comparison")
+    every = [e.has for e in ok]
+    partial = [(e.rank, kinds_missing(e.has, every)) for e in ok]
+    lacking = [(r, m) for r, m in partial if m]
+    if lacking:
+        shown = "; ".join(f"rank {r}: no {', '.join(m)}" for r, m in lacking[:3])
+        more = f" and {len(lacking) - 3} more" if len(lacking) > 3 else ""
+        notes.append(
+            f"{len(lacking)} rank(s) hold fewer files than the others ({shown}{more}): what they lack is left out of their figures"
+        )
+    missing = dict(partial)
+    summaries = tuple(
+        replace(
+            e.summary,
+            stage=par.stage_of.get(e.rank) if par is not None else None,
+            missing=missing.get(e.rank, ()),
+        )
+        for e in entries
+    )
     return ClusterSummary(
         path=path if path is not None else (entries[0].summary.folder.parent if entries else Path(".")),
-        ranks=tuple(e.summary for e in entries),
+        ranks=summaries,
         slow_ranks=tuple(f.card for f in sorted(slow, key=lambda f: -f.time_us)),
         spread_pct=round(spread_pct, 3),
         op_type_slowest=_op_type_slowest(ok),
@@ -229,7 +272,16 @@ def summarize(
         findings=tuple(order(findings)),
         notes=tuple(notes),
         layout=layout,
+        parallel=par,
+        links=links,
     )
+
+
+def _peer_sets(par: ParallelLayout | None, names: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """The ranks compared with each other: each stage's (every rank without a layout)."""
+    if par is None or len(par.stages) < 2:
+        return [names]
+    return [tuple(r for r in names if r in s.ranks) for s in par.stages]
 
 
 def _link_suspects(links: pl.DataFrame, th: Thresholds, ranks: tuple[str, ...]) -> list[str]:
@@ -287,6 +339,7 @@ def open_rank(summary: ClusterSummary, rank: str, **open_profile_kwargs: Any) ->
         "strict": summary.options.strict,
         "source": summary.options.source,
         "timeline": summary.options.timeline,
+        "training_only": True,  # a rank of training-level files only opens with no tasks
         **open_profile_kwargs,
     }
     if "cache" not in kwargs:
@@ -298,7 +351,7 @@ def rank_findings(
     summary: ClusterSummary, rank: str, own: Sequence[Finding], cards: tuple[str, ...], folder: Path | None = None
 ) -> list[Finding]:
     """`own` (a rank's own training findings) and the cluster's findings about `rank` (slow
-    rank, slow links from it) on the rank's one card, for the report and the explorer alike.
+    rank, slow links from it, its pipeline stage's imbalance or bubble) on the rank's one card, for the report and the explorer alike.
     None of the cluster's when the rank has several cards (no one card to put them on) or when
     `folder` is not that rank's folder (a rank opened from elsewhere)."""
     if len(cards) != 1:
@@ -306,7 +359,9 @@ def rank_findings(
     if folder is not None and not any(r.rank == rank and r.folder == folder for r in summary.ranks):
         return list(own)
     seen = {(f.rule, f.title) for f in own}
-    theirs = [replace(f, card=cards[0]) for f in summary.findings if f.card == rank and (f.rule, f.title) not in seen]
+    stage = next((r.stage for r in summary.ranks if r.rank == rank), None)
+    about = {rank} | ({parallel_rules.stage_card(stage)} if stage is not None and summary.parallel else set())
+    theirs = [replace(f, card=cards[0]) for f in summary.findings if f.card in about and (f.rule, f.title) not in seen]
     return [*own, *theirs]
 
 
@@ -320,11 +375,16 @@ def cluster_json(summary: ClusterSummary) -> dict[str, Any]:
         "ranks": [
             {
                 "rank": r.rank,
+                "stage": r.stage,
+                "missing": list(r.missing),
+                "steps": r.steps,
                 "step_us": num(r.step_us),
                 "compute_us": num(r.compute_us),
                 "communication_us": num(r.communication_us),
                 "exposed_comm_us": num(r.exposed_comm_us),
                 "free_us": num(r.free_us),
+                "bubble_us": num(r.bubble_us),
+                "moe_us": num(r.moe_us),
                 "wait_us": num(r.wait_us),
                 "tasks": r.tasks,
                 "error": r.error,
@@ -334,4 +394,31 @@ def cluster_json(summary: ClusterSummary) -> dict[str, Any]:
         "slow_ranks": list(summary.slow_ranks),
         "spread_pct": summary.spread_pct,
         "slow_links": list(summary.slow_links),
+        "parallel": summary.parallel.to_json() if summary.parallel is not None else None,
+        "findings": [_finding_json(f, summary) for f in summary.findings],
+    }
+
+
+def finding_scope(f: Finding, summary: ClusterSummary) -> tuple[list[str], list[int]]:
+    """The ranks and stages a cluster finding is about (a stage's finding: its ranks)."""
+    if f.card.startswith(parallel_rules.STAGE_CARD):
+        stage = int(f.card[len(parallel_rules.STAGE_CARD) :])
+        ranks = [r.rank for r in summary.ranks if r.stage == stage]
+        return ranks, [stage]
+    r = next((r for r in summary.ranks if r.rank == f.card), None)
+    return [f.card], ([r.stage] if r is not None and r.stage is not None else [])
+
+
+def _finding_json(f: Finding, summary: ClusterSummary) -> dict[str, Any]:
+    ranks, stages = finding_scope(f, summary)
+    return {
+        "rule": f.rule,
+        "severity": f.severity,
+        "title": f.title,
+        "advice": f.advice,
+        "time_us": round(f.time_us, 3),
+        "share_pct": f.share_pct,
+        "ranks": ranks,
+        "stages": stages,
+        "threshold": f.threshold,
     }

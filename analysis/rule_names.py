@@ -28,6 +28,11 @@ SLOW_LINK = "slow_link"
 SMALL_PACKETS = "small_packets"
 MEMORY_PEAK = "memory_peak"
 
+# The cluster's rules of the parallel layout (analysis/parallel_rules.py).
+STAGE_IMBALANCE = "stage_imbalance"
+PIPELINE_BUBBLE = "pipeline_bubble"
+EXPERT_IMBALANCE = "expert_imbalance"
+
 # Findings made beside the rules: op sequences one fused operator does (analysis/fusion.py)
 # and the user's code behind the framework's host time (analysis/stacks.py).
 FUSIBLE_SEQUENCE = "fusible_sequence"

@@ -65,7 +65,7 @@ TABLES: dict[str, str] = {
     "memory_ops": "per card and operator: largest allocation, allocations, total allocated",
     "events": "timeline events: process, thread, name, phase, start, duration (ns)",
     "findings": "every finding of the report: rule, severity, title, time at stake, advice",
-    "ranks": "a cluster: one row per rank, its mean step time and totals (cluster only)",
+    "ranks": "a cluster: one row per rank, its stage and figures per step, what it lacks (cluster only)",
 }
 """The tables, in the order the help lists them (README "SQL" has every column)."""
 PER_RANK = tuple(t for t in TABLES if t != "ranks")
@@ -98,14 +98,19 @@ FINDING_SCHEMA: dict[str, pl.DataType] = {
 RANKS_SCHEMA: dict[str, pl.DataType] = {
     "rank": pl.String(),
     "folder": pl.String(),
+    "stage": pl.Int64(),
     "slow": pl.Boolean(),
+    "steps": pl.Int64(),
     "step_us": pl.Float64(),
     "compute_us": pl.Float64(),
     "communication_us": pl.Float64(),
     "exposed_comm_us": pl.Float64(),
     "free_us": pl.Float64(),
+    "bubble_us": pl.Float64(),
+    "moe_us": pl.Float64(),
     "wait_us": pl.Float64(),
     "tasks": pl.Int64(),
+    "missing": pl.String(),
     "error": pl.String(),
 }
 # The DuckDB settings every query runs under, in this order: spilling is turned off while it

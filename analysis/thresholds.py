@@ -47,6 +47,12 @@ class Thresholds:
     """Host synchronisation APIs (aclrtSynchronize*, synchronous aclrtMemcpy), % of the card's span (sum of step time)."""
     slow_rank_pct: float = 5.0
     """(max - min) over cards of the mean per-step compute, communication not overlapped or free, % of the mean step time (msprof-analyze SlowRankAnalyzer RATIO_THRESHOLD 0.05)."""
+    stage_imbalance_pct: float = 20.0
+    """The heaviest pipeline stage's mean compute per step above the lightest stage's by more than this % is a stage imbalance (layers to move between stages)."""
+    pipeline_bubble_pct: float = 20.0
+    """A pipeline stage's wait in receives (step_trace Bubble, else P2P receive tasks) that no heavier stage explains, % of its step, above which it is a bubble."""
+    expert_imbalance_pct: float = 20.0
+    """An expert rank's MoE compute per step (GroupedMatmul, Moe* ops) above the median of its expert group's other ranks by more than this % is an expert imbalance."""
     slow_link_pct: float = 50.0
     """A link whose bandwidth is below this % of the median of the links of its transport is slow (links of at least small_packet_mb)."""
     small_packet_mb: float = 1.0

@@ -125,6 +125,34 @@ def _cluster_line(ranks: list[tuple[str, Path]], root: Path) -> str:
     )
 
 
+def _parallel_lines(ranks: list[tuple[str, Path]]) -> str:
+    """The job's parallel layout as the rank folders declare it (profiler_metadata.json, a db
+    export's META_DATA) or, where none does, as their communication files show it."""
+    from npuscope.analysis.cluster_report import SOURCE_WORDS
+    from npuscope.analysis.parallel import layout_of
+    from npuscope.parsers.layout import pick_db
+    from npuscope.parsers.parallel_meta import read_rank_meta
+    from npuscope.parsers.rank_figures import comm_groups
+
+    metas = [read_rank_meta(f, pick_db(f / "ASCEND_PROFILER_OUTPUT")) for _, f in ranks]
+    comm = [] if any(m is not None and m.groups for m in metas) else [(r, comm_groups(f)) for r, f in ranks]
+    layout = layout_of([r for r, _ in ranks], metas, comm)
+    if layout is None:
+        return "parallel  not declared (no profiler_metadata.json) and no communication groups to infer it from\n"
+    sizes = ", ".join(f"{k} {v if v is not None else '?'}" for k, v in layout.sizes.items())
+    stages: dict[int, list[str]] = {}
+    for rank, stage in layout.stage_of.items():
+        stages.setdefault(stage, []).append(rank)
+    shown = "; ".join(
+        f"stage {s}: {', '.join(r[:8])}{', ...' if len(r) > 8 else ''}" for s, r in sorted(stages.items())
+    )
+    lines = [
+        f"parallel  {sizes}; world size {layout.world_size}; {SOURCE_WORDS.get(layout.source, layout.source)}",
+        f"          {len(layout.groups):,} groups ({', '.join(dict.fromkeys(g.name for g in layout.groups))}); {shown}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def _print(prof: Profile, args: argparse.Namespace, ranks: list[tuple[str, Path]] | None = None) -> None:
     def out(text: str) -> None:  # folder, file and op names are untrusted text
         sys.stdout.write(printable(text))
@@ -133,6 +161,7 @@ def _print(prof: Profile, args: argparse.Namespace, ranks: list[tuple[str, Path]
     out(f"path      {prof.path.resolve()}\n")
     if ranks is not None:
         out(_cluster_line(ranks, root))
+        out(_parallel_lines(ranks))
     if len(prof.captures) > 1:
         out(f"captures  {len(prof.captures)} (newest first; pick one with --capture)\n")
         for i, cap in enumerate(prof.captures):

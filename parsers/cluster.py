@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import json
-import math
 import multiprocessing
 import os
 import re
@@ -42,8 +41,10 @@ from .cache import FrameCache, source_digest
 from .errors import ProfileError
 from .frames import is_communication
 from .layout import DB_RE, DEVICE_RE, Capture, discover
+from .parallel_meta import RankMeta, read_rank_meta
 from .profile import Profile, open_profile
 from .progress import Cancelled, files_size
+from .rank_figures import comm_groups, file_kinds, per_step
 from .read_options import ReadOptions
 from .training import read_training_views
 from .training_files import card_key, collect
@@ -65,6 +66,8 @@ RANK_STEPS_SCHEMA: dict[str, pl.DataType] = {
     "communication_us": pl.Float64(),
     "comm_not_overlapped_us": pl.Float64(),
     "free_us": pl.Float64(),
+    "bubble_us": pl.Float64(),
+    "stage_us": pl.Float64(),
 }
 RANK_LINKS_SCHEMA: dict[str, pl.DataType] = {
     "card": pl.String(),
@@ -82,11 +85,16 @@ RANK_LINKS_SCHEMA: dict[str, pl.DataType] = {
 class RankSummary:
     """One rank of a cluster, in the words of analysis/totals.py.
 
-    compute_us, communication_us, wait_us and tasks are totals over the rank's tasks (compute:
-    every task but communication; wait: Task Wait Time). step_us is the mean step time of the
-    steps view (step_trace_time.csv, StepTraceTime, the timeline's Overlap Analysis, else
-    derived from the tasks), None without steps; exposed_comm_us (communication not
-    overlapped) and free_us are that view's totals over the steps.
+    Every time is a mean per step of the rank's steps view (step_trace_time.csv,
+    StepTraceTime, the timeline's Overlap Analysis, else derived from the tasks), over
+    `steps` steps: step_us; compute_us (step_trace's Computing: the union of overlapping
+    kernels, so step_us = compute_us + exposed_comm_us + free_us); communication_us (all of
+    it), exposed_comm_us (not overlapped), free_us; bubble_us (the time the rank waits in
+    pipeline receives: step_trace's Bubble, else its P2P receive tasks), moe_us (its MoE
+    compute: GroupedMatmul and Moe* op types); wait_us (Task Wait Time). `steps` 0: the rank
+    has no steps, and its figures are totals over its tasks (step_us None). `tasks` counts
+    the rank's tasks. `stage` (the pipeline stage, from the parallel layout) and `missing`
+    (files other ranks of the cluster have and this one lacks) are set by the cluster summary.
     """
 
     rank: str
@@ -96,9 +104,14 @@ class RankSummary:
     communication_us: float
     exposed_comm_us: float
     free_us: float
-    wait_us: float
+    wait_us: float | None  # None: no tasks to wait (a rank of training-level files only)
     tasks: int
     error: str | None = None  # one line when this rank could not be read
+    steps: int = 0
+    bubble_us: float | None = None
+    moe_us: float | None = None
+    stage: int | None = None
+    missing: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -116,6 +129,9 @@ class RankEntry:
     layout: str = ""
     notes: tuple[str, ...] = ()
     bytes: int = 0
+    meta: RankMeta | None = None  # the layout the rank's files declare (parallel_meta.py)
+    comm_groups: tuple[tuple[str, str, tuple[int, ...]], ...] = ()  # (group id, op kind, ranks) seen
+    has: tuple[str, ...] = ()  # the kinds of file the rank folder holds (file_kinds)
 
     @property
     def rank(self) -> str:
@@ -265,22 +281,13 @@ def _error_entry(rank: str, folder: Path, why: str, size: int = 0) -> RankEntry:
     return RankEntry(summary, bytes=size)
 
 
-def _finite(x: object) -> float:
-    """A figure in us to the ns (0 when missing or not finite): sums of the same rows in
-    another order (a cached frame's chunks) then give the same figure."""
-    return round(float(x), 3) if isinstance(x, (int, float)) and math.isfinite(x) else 0.0
-
-
-def summarize_profile(profile: Profile, rank: str, folder: Path, size: int, strict: bool = False) -> RankEntry:
-    """The RankEntry of an opened rank (all its cards count as the rank)."""
+def summarize_profile(
+    profile: Profile, rank: str, folder: Path, size: int, strict: bool = False, files: Sequence[Path] = ()
+) -> RankEntry:
+    """The RankEntry of an opened rank (all its cards count as the rank); `files`: the rank
+    folder's key_files (the kinds of file it holds)."""
     tasks = profile.tasks
     comm = is_communication()
-    sums = tasks.select(
-        pl.len().alias("tasks"),
-        pl.col("duration_us").filter(~comm).sum().alias("compute_us"),
-        pl.col("duration_us").filter(comm).sum().alias("communication_us"),
-        pl.col("wait_us").fill_null(0.0).sum().alias("wait_us"),
-    ).row(0, named=True)
     if tasks.height:
         per_type = (
             tasks.lazy()
@@ -299,30 +306,31 @@ def summarize_profile(profile: Profile, rank: str, folder: Path, size: int, stri
     views = read_training_views(profile, strict=strict, collectives=False)  # steps and links are what it keeps
     steps = _as_rank(views.steps, rank, RANK_STEPS_SCHEMA)
     links = _as_rank(views.links, rank, RANK_LINKS_SCHEMA)
-    step_us: float | None = None
-    exposed = free = 0.0
-    if steps.height:
-        parts = pl.col("compute_us").fill_null(0.0) + pl.col("comm_not_overlapped_us").fill_null(0.0)
-        each = pl.coalesce(pl.col("step_us"), parts + pl.col("free_us").fill_null(0.0))
-        mean, exposed_sum, free_sum = steps.select(
-            each.mean(), pl.col("comm_not_overlapped_us").sum(), pl.col("free_us").sum()
-        ).row(0)
-        step_us, exposed, free = _finite(mean), _finite(exposed_sum), _finite(free_sum)
+    fig = per_step(steps, tasks)
     summary = RankSummary(
         rank=rank,
         folder=folder,
-        step_us=step_us,
-        compute_us=_finite(sums["compute_us"]),
-        communication_us=_finite(sums["communication_us"]),
-        exposed_comm_us=exposed,
-        free_us=free,
-        wait_us=_finite(sums["wait_us"]),
-        tasks=int(sums["tasks"]),
+        step_us=fig.step_us,
+        compute_us=fig.compute_us,
+        communication_us=fig.communication_us,
+        exposed_comm_us=fig.exposed_comm_us,
+        free_us=fig.free_us,
+        wait_us=fig.wait_us,
+        tasks=tasks.height,
+        steps=fig.steps,
+        bubble_us=fig.bubble_us,
+        moe_us=fig.moe_us,
     )
     notes = tuple(profile.notes) + tuple(views.notes)
     if len(profile.cards) > 1:
         notes += (f"{len(profile.cards)} cards in this rank folder ({', '.join(profile.cards)}): counted as one rank",)
-    return RankEntry(summary, ops, steps, links, profile.layout, notes, size)
+    db = next((p for p in files if DB_RE.match(p.name)), None)
+    meta = read_rank_meta(folder, db)
+    if meta is not None:
+        notes += meta.notes
+    # The communication files name the groups only where no metadata declares them.
+    groups = comm_groups(folder) if meta is None or not meta.groups else ()
+    return RankEntry(summary, ops, steps, links, profile.layout, notes, size, meta, groups, file_kinds(files))
 
 
 def _as_rank(view: pl.DataFrame, rank: str, schema: dict[str, pl.DataType]) -> pl.DataFrame:
@@ -367,6 +375,9 @@ def _entry_frame(entry: RankEntry) -> pl.DataFrame:
         "layout": entry.layout,
         "notes": list(entry.notes),
         "bytes": entry.bytes,
+        "meta": entry.meta.to_json() if entry.meta is not None else None,
+        "comm_groups": [[g, k, list(r)] for g, k, r in entry.comm_groups],
+        "has": list(entry.has),
     }
     return pl.DataFrame({"entry": [json.dumps(doc)]}, schema=_ENTRY_SCHEMA)
 
@@ -378,7 +389,7 @@ def _entry_of_frame(frame: pl.DataFrame) -> RankEntry:
 def _entry_of_json(text: str) -> RankEntry:
     doc: dict[str, Any] = json.loads(text)
     s = doc["summary"]
-    summary = RankSummary(**{**s, "folder": Path(s["folder"])})
+    summary = RankSummary(**{**s, "folder": Path(s["folder"]), "missing": tuple(s.get("missing", ()))})
     return RankEntry(
         summary,
         pl.DataFrame(doc["ops"], schema=OPS_SCHEMA),
@@ -387,6 +398,9 @@ def _entry_of_json(text: str) -> RankEntry:
         doc["layout"],
         tuple(doc["notes"]),
         int(doc["bytes"]),
+        RankMeta.from_json(doc["meta"]) if doc.get("meta") is not None else None,
+        tuple((str(g), str(k), tuple(int(r) for r in ranks)) for g, k, ranks in doc.get("comm_groups", ())),
+        tuple(doc.get("has", ())),
     )
 
 
@@ -455,8 +469,9 @@ def parse_rank(
             pmu=False,
             strict=options.strict,
             source=options.source,
+            training_only=True,
         )
-        entry = summarize_profile(profile, name, folder, size, options.strict)
+        entry = summarize_profile(profile, name, folder, size, options.strict, files)
         built.append(entry)
         return _entry_frame(entry)
 

@@ -84,6 +84,10 @@ class Source:
     timeline: tuple[Path, ...] = ()
     steps: tuple[Path, ...] = ()
     db: Path | None = None  # the SQLite export of the same data, when there is one
+    # A torch_npu / MindSpore rank without tasks (no kernel_details, no db export): the
+    # training-level files it holds (step_trace_time.csv, communication*.json, analysis.db,
+    # profiler_metadata.json). It is a rank of its cluster; the profile reads no tasks from it.
+    training: tuple[Path, ...] = ()
 
     @property
     def text_files(self) -> tuple[Path, ...]:
@@ -91,7 +95,7 @@ class Source:
 
     @property
     def files(self) -> tuple[Path, ...]:
-        return self.text_files + ((self.db,) if self.db is not None else ())
+        return self.text_files + ((self.db,) if self.db is not None else ()) + self.training
 
 
 @dataclass(frozen=True)
@@ -230,6 +234,13 @@ def _is_dir(path: Path) -> bool:
     """`Path.is_dir` that treats an unreadable parent as 'no' (it raises before Python 3.13)."""
     try:
         return path.is_dir()
+    except OSError:
+        return False
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
     except OSError:
         return False
 
@@ -420,6 +431,26 @@ def _torch_card(pt_dir: Path, index: int) -> str:
     return str(index)
 
 
+TRAINING_FILES = (
+    "step_trace_time.csv",
+    "communication.json",
+    "communication_matrix.json",
+    "analysis.db",
+    "profiler_metadata.json",
+)
+"""The training-level files that make a torch_npu folder without tasks a rank (FORMATS.md 5c:
+real clusters hold ranks with these files only)."""
+
+
+def _training_source(card: str, pt: Path, out: Path) -> Source | None:
+    """A rank that holds only training-level files: step_trace_time.csv, communication*.json or
+    analysis.db in its output folder (profiler_metadata.json alone is not a capture)."""
+    found = [d / name for d in (out, pt) for name in TRAINING_FILES if _is_file(d / name)]
+    if not any(p.name != "profiler_metadata.json" for p in found):
+        return None
+    return Source(card=card, training=tuple(dict.fromkeys(found)))
+
+
 def _torch_capture(pt_dirs: list[Path], root: Path) -> Capture | None:
     sources = []
     layout: Layout = "torch_npu"
@@ -429,7 +460,7 @@ def _torch_capture(pt_dirs: list[Path], root: Path) -> Capture | None:
         out = pt / "ASCEND_PROFILER_OUTPUT" if pt.name != "ASCEND_PROFILER_OUTPUT" else pt
         if not _readable(pt) or (_is_dir(out) and not _readable(out)):
             raise _denied(out if _readable(pt) else pt)
-        src = _source(_torch_card(pt, i), out)
+        src = _source(_torch_card(pt, i), out) or _training_source(_torch_card(pt, i), pt, out)
         if src is not None:
             sources.append(src)
     if not sources:

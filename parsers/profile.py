@@ -146,7 +146,7 @@ def open_profile(
     channel.start(plan.files, "discovered " + plan.capture.name)
     paddle = plan.capture.layout == "paddle"
     reads = [read_source(src, cache, options, channel, paddle=paddle) for src in plan.sources]
-    frames = combine(plan.capture, reads)
+    frames = combine(plan.capture, reads, options.training_only)
     profile = assemble(plan, frames, check(frames), tuple(cache.problems))
     # New cache entries are written only now: a write running during the checks above would
     # compete with them for the CPU (on 2M rows it made them 3x slower).
@@ -244,14 +244,25 @@ class Frames:
     card_checks: pl.DataFrame | None = field(default=None, repr=False)  # of `tasks`, when made
 
 
-def combine(capture: Capture, reads: Sequence[SourceFrames]) -> Frames:
+def combine(capture: Capture, reads: Sequence[SourceFrames], training_only: bool = False) -> Frames:
     found = _concat([r.tasks for r in reads if r.tasks is not None])
     tasks = with_task_columns(found) if found is not None else empty_tasks()
     stat = _concat([r.statistic for r in reads if r.statistic is not None])
     stat = stat if stat is not None else empty_statistic()
     events = _concat([r.events for r in reads if r.events is not None])
     if tasks.height == 0 and stat.height == 0 and (events is None or events.height == 0):
-        raise ProfileError(f"{capture.path}: the capture holds no task, statistic or timeline rows")
+        partial = [s for s in capture.sources if s.training and not s.text_files and s.db is None]
+        if partial and training_only:
+            pass  # a cluster's rank of training-level files: its steps and links are read beside
+        elif partial and len(partial) == len(capture.sources):
+            names = ", ".join(dict.fromkeys(p.name for s in partial for p in s.training))
+            raise ProfileError(
+                f"{capture.path}: training-level files only ({names}): no kernel_details.csv, db "
+                "export or timeline, so no tasks to show; open the cluster folder above it to see "
+                "this rank beside the others (`npuscope report CLUSTER`)"
+            )
+        else:
+            raise ProfileError(f"{capture.path}: the capture holds no task, statistic or timeline rows")
     # The checks one source made of its tasks serve when those are the profile's tasks.
     checked = next((r for r in reversed(reads) if r.card_checks is not None), None)
     return Frames(

@@ -34,6 +34,9 @@ class ReadOptions:
     details: bool = True
     piece_bytes: int = PIECE_BYTES  # a CSV table of twice this is parsed in pieces of this
     batch_rows: int | None = None  # rows per batch of a db query (None: db.BATCH_ROWS)
+    # A capture of training-level files only (a cluster's rank without tasks) opens as a
+    # profile of no tasks instead of being refused: the cluster reads its steps and links.
+    training_only: bool = False
 
 
 class ReadChoices(TypedDict, total=False):
@@ -46,3 +49,4 @@ class ReadChoices(TypedDict, total=False):
     details: bool
     piece_bytes: int
     batch_rows: int | None
+    training_only: bool

@@ -111,7 +111,7 @@ def places(capture: Capture) -> tuple[Place, ...]:
     out = []
     for src in capture.sources:
         folders: list[Path] = []
-        for path in (*src.text_files, *((src.db,) if src.db is not None else ())):
+        for path in (*src.text_files, *((src.db,) if src.db is not None else ()), *src.training):
             if path.parent not in folders:
                 folders.append(path.parent)
         if (

@@ -74,6 +74,15 @@ def _cluster(**kwargs: object) -> Callable[[Path], None]:
     return make
 
 
+def _parallel(**kwargs: object) -> Callable[[Path], None]:
+    def make(folder: Path) -> None:
+        from npuscope.fixtures.parallel_cluster import generate_parallel
+
+        generate_parallel(folder, **kwargs)  # type: ignore[arg-type]
+
+    return make
+
+
 def _demo(folder: Path) -> None:
     from npuscope.fixtures.generate import write_demo
 
@@ -89,6 +98,8 @@ GENERATED = (
     Generated("torch_training", _gen(layout="torch_npu", cards=2, steps=3, ops_per_step=100, seed=7, training=True)),
     Generated("cluster_4", _cluster(ranks=4, steps=3, ops_per_step=80, seed=8)),
     Generated("cluster_db_only", _cluster(ranks=3, steps=2, ops_per_step=60, seed=9, db="only")),
+    # Pipeline and data parallel, every plant, the last stage's ranks without kernel_details.
+    Generated("parallel_tp1pp2dp2", _parallel(tp=1, pp=2, dp=2)),
 )
 
 

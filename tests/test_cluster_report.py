@@ -90,15 +90,18 @@ def _rank_folder(root: Path, rank: int) -> Path:
 
 
 def _truth_text(root: Path, rank: int) -> tuple[int, float]:
-    """(tasks, compute us) of a rank from its kernel_details.csv."""
+    """(tasks, compute us per step) of a rank: its kernel_details.csv rows, and the mean of
+    step_trace_time.csv's Computing (the steps the file holds: the complete ones)."""
     with open(_rank_folder(root, rank) / "kernel_details.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
-    compute = sum(float(r["Duration(us)"]) for r in rows if r["Accelerator Core"] not in ("COMMUNICATION", "HCCL"))
-    return len(rows), compute
+    with open(_rank_folder(root, rank) / "step_trace_time.csv", newline="") as fh:
+        steps = list(csv.DictReader(fh))
+    return len(rows), sum(float(s["Computing"]) for s in steps) / len(steps)
 
 
 def _truth_db(root: Path, rank: int) -> tuple[int, float]:
-    """(tasks, compute us) of a rank from its db: compute tasks plus collectives."""
+    """(tasks, compute us per step) of a rank from its db: compute tasks plus collectives,
+    the compute over the steps of STEP_TIME (the generated kernels never overlap)."""
     (db,) = _rank_folder(root, rank).glob("ascend_pytorch_profiler_*.db")
     con = sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True)
     try:
@@ -107,9 +110,10 @@ def _truth_db(root: Path, rank: int) -> tuple[int, float]:
             "JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId"
         ).fetchone()
         (comm,) = con.execute("SELECT count(*) FROM COMMUNICATION_OP").fetchone()
+        (steps,) = con.execute("SELECT count(*) FROM STEP_TIME").fetchone()
     finally:
         con.close()
-    return n + comm, ns / 1000
+    return n + comm, ns / 1000 / steps
 
 
 TRUTH = {"text": _truth_text, "db": _truth_db}
@@ -125,7 +129,9 @@ def _check_cluster(cluster: dict, root: Path, layout: str) -> None:
         tasks, compute = TRUTH[layout](root, rank)
         got = by_rank[str(rank)]
         assert got["tasks"] == tasks
+        assert got["steps"] > 0
         assert got["compute_us"] == pytest.approx(compute, abs=1e-3)
+        assert got["step_us"] == pytest.approx(got["compute_us"] + got["exposed_comm_us"] + got["free_us"], abs=0.1)
         assert got["error"] is None
     for r in cluster["ranks"]:
         assert set(r) >= {"rank", "step_us", "compute_us", "communication_us", "free_us", "wait_us", "tasks"}

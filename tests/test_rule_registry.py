@@ -11,7 +11,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from npuscope.analysis import advice, diagnose, rule_names, rules, training_rules
+from npuscope.analysis import advice, diagnose, parallel_rules, rule_names, rules, training_rules
 from npuscope.analysis.evidence import EVIDENCE_FIELDS, TASK_EVIDENCE, EvidenceRow
 from npuscope.analysis.findings import Finding
 from npuscope.fixtures.generate import generate
@@ -39,7 +39,9 @@ def test_every_registered_rule_is_a_named_rule_once():
     assert operator <= NAMES and training <= NAMES
     assert not operator & training and not set(training_rules.PER_CARD) & set(training_rules.ACROSS_CARDS)
     assert training == set(training_rules.TRAINING_RULES) and len(training_rules.TRAINING_RULES) == len(training)
-    assert NAMES - operator - training == {rule_names.FUSIBLE_SEQUENCE, rule_names.HOST_DISPATCH}
+    cluster = set(parallel_rules.CLUSTER_RULES)
+    assert len(cluster) == len(parallel_rules.CLUSTER_RULES) and not cluster & (operator | training)
+    assert NAMES - operator - training - cluster == {rule_names.FUSIBLE_SEQUENCE, rule_names.HOST_DISPATCH}
     assert rules.RULES == tuple(rules.OPERATOR_RULES.values())
 
 
@@ -61,7 +63,11 @@ def test_rules_are_selected_by_their_registered_name():
 
 def test_every_rule_has_its_advice_and_every_topic_a_rule():
     topics = set(advice.ADVICE)
-    named = set(rules.OPERATOR_RULES) - {rule_names.DOMINANT_OP_TYPE} | set(training_rules.TRAINING_RULES)
+    named = (
+        set(rules.OPERATOR_RULES) - {rule_names.DOMINANT_OP_TYPE}
+        | set(training_rules.TRAINING_RULES)
+        | set(parallel_rules.CLUSTER_RULES)
+    )
     assert topics == named | DOMINANT_CASES
     assert set(rules.NPU_ONLY_RULES) | set(training_rules.NPU_ONLY_RULES) <= advice.NPU_ONLY <= topics
     for texts in advice.ADVICE.values():
