@@ -225,7 +225,7 @@ async def test_ranks_view_rows_bars_marks_sort_and_filter(cluster, shared_cache)
                 assert row["tasks"] == len(_kernel_rows(folders[row["rank"]]))
         assert "4 of 4 ranks" in _status(screen)
         visible = [s.column.key for s in table._display][:8]
-        assert visible == ["rank", "mark", "step_us", "compute_us", "exposed_comm_us", "free_us", "wait_us", "error"]
+        assert visible == ["rank", "mark", "stage", "step_us", "compute_us", "exposed_comm_us", "free_us", "note"]
 
         # The planted slow rank and the damaged rank are marked, in the table and on the bars.
         marks = {r["rank"]: r["mark"] for r in rows}
@@ -239,6 +239,20 @@ async def test_ranks_view_rows_bars_marks_sort_and_filter(cluster, shared_cache)
         assert f"rank {slow} slow" in lines[1 + int(slow)]
         damaged_line = lines[1 + int(DAMAGED_RANK)]
         assert "damaged" in damaged_line and "kernel_details.csv" in damaged_line and "█" not in damaged_line
+        # A bar is the table's row: its parts the row's compute / exposed / free, its total the
+        # row's Step as the table writes it (its unit and decimals).
+        step = next(c for c in table.shown_columns if c.column.key == "step_us")
+        unit = step.title[len("Step(") : -1]
+        for row, bar, line in zip(rows, bars.rows, lines[1:]):
+            if row["rank"] == DAMAGED_RANK:
+                continue
+            assert (bar.bar.compute_us, bar.bar.comm_us, bar.bar.free_us) == (
+                row["compute_us"],
+                row["exposed_comm_us"],
+                row["free_us"],
+            )
+            assert bar.bar.total_us == pytest.approx(row["step_us"])
+            assert line.rstrip().endswith(f"{row['step_us'] / step.scale:,.1f} {unit}"), line
         # The cluster's findings: the slow rank and the slow link.
         findings = str(screen.query_one("#ranks-findings").render())
         assert "Slow rank" in findings and "Slow link" in findings
@@ -282,6 +296,7 @@ async def test_ranks_view_rows_bars_marks_sort_and_filter(cluster, shared_cache)
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
         assert ("ranks", "Enter", "Open rank") in app.screen.rows
+        assert ("ranks", "p", "Parallel view") in app.screen.rows and ("ranks", "m", "Comm matrix") in app.screen.rows
         assert ("main", "R", "Ranks view (a cluster)") in app.screen.rows
         assert "is:damaged" in str(app.screen.query_one("#help-ranks-query").render())
 

@@ -72,6 +72,8 @@ from .messages import (
 from .ranks_state import neighbour
 from .screens.help_screen import HelpScreen, all_keys
 from .screens.main_screen import MainScreen
+from .screens.matrix_screen import MatrixScreen
+from .screens.parallel_screen import ParallelScreen
 from .screens.path_prompt import PathPrompt
 from .screens.pick_screen import PickScreen
 from .screens.ranks_screen import RanksScreen
@@ -594,8 +596,8 @@ class NpuscopeApp(App[None]):
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         """The palette offers every action of the main screen, named as in the footer."""
         yield from super().get_system_commands(screen)
-        if isinstance(screen, RanksScreen):
-            for binding in RanksScreen.BINDINGS:
+        if isinstance(screen, (RanksScreen, ParallelScreen, MatrixScreen)):
+            for binding in type(screen).BINDINGS:
                 if isinstance(binding, Binding) and not binding.action.startswith("escape"):
                     yield SystemCommand(
                         binding.description, f"key: {binding.key}", partial(screen.run_action, binding.action)

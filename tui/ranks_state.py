@@ -6,11 +6,19 @@ not be read; its one-line error is kept). The sort and the filter text live in t
 `ViewState` under the table name `RANKS` (tui/view_state.py), so a second press reverses as in
 the other tables. The filter language of the Ranks view is small and strict:
 
-    3 / slow / node01  text: the rank, its folder's name, its mark or its error contains it
+    3 / slow / node01  text: the rank, its folder's name, its mark, its error or the files it
+                       lacks contains it
     rank:3             rank 3; also rank:0-7, rank:1,5,9-12
-    is:slow            slow ranks; is:damaged the ranks that could not be read; is:ok the rest
-    step>5ms           comparisons: step compute comm exposed free wait (us, ms, s) and tasks
+    stage:1            the ranks of pipeline stage 1; also stage:0-1
+    is:slow            slow ranks; is:damaged the ranks that could not be read; is:ok the rest;
+                       is:partial the ranks lacking files the others have
+    step>5ms           comparisons: step compute comm exposed free bubble wait (us, ms, s) and
+                       tasks
     -term              negates a term
+
+Every time is the summary's: a mean per step over the rank's steps (`steps` 0: totals over its
+tasks). A rank that lacks files the other ranks have (`missing`) keeps its note, "no
+kernel_details.csv, ...", in the `note` column beside a damaged rank's error.
 
 No Textual, no Rich.
 """
@@ -29,26 +37,32 @@ RANKS = "ranks"
 SLOW = "slow"
 DAMAGED = "damaged"
 
+PARTIAL = "partial"
 RANK_FILTER_HELP = (
-    "/ filter ranks: text  rank:3  rank:0-7,12  is:slow  is:damaged  step>5ms  wait>1ms  tasks<100  -term"
+    "/ filter ranks: text  rank:0-7,12  stage:1  is:slow  is:damaged  is:partial  step>5ms  tasks<100  -term"
 )
 
 RANKS_QUERY_HELP = """\
 Every space-separated term must match; -term negates.
-  3  slow  node01  the rank, its folder's name, its mark (slow, damaged) or its error contains it
+  3  slow  node01  the rank, its folder's name, its mark (slow, damaged), its error or the
+                   files it lacks (kernel_details) contains it
   rank:3           rank 3; also rank:0-7 and rank:1,5,9-12
+  stage:1          the ranks of pipeline stage 1; also stage:0-1
   is:slow          the slow ranks; is:damaged the ranks that could not be read; is:ok the rest
-  step>5ms         mean step time; also compute comm exposed free wait (us, ms, s: >= < <= =)
+  is:partial       the ranks that lack files the others have (training-level files only)
+  step>5ms         mean step time; also compute comm exposed free bubble wait (us, ms, s: >= < <= =)
   tasks<1000       the rank's task count"""
 
 # The columns the other tables' sort keys mean here: d the rank's step time, w its wait.
 SORT_KEYS = {"duration_us": "step_us", "wait_us": "wait_us"}
 SORT_COLUMNS = (
+    "stage",
     "step_us",
     "compute_us",
     "communication_us",
     "exposed_comm_us",
     "free_us",
+    "bubble_us",
     "wait_us",
     "tasks",
 )
@@ -59,13 +73,14 @@ _CMP_FIELDS = {
     "communication": "communication_us",
     "exposed": "exposed_comm_us",
     "free": "free_us",
+    "bubble": "bubble_us",
     "wait": "wait_us",
     "tasks": "tasks",
 }
 _UNITS = {"": 1.0, "us": 1.0, "µs": 1.0, "ms": 1_000.0, "s": 1_000_000.0}
 _CMP_RE = re.compile(r"^([a-z]+)(>=|<=|==|=|>|<)([0-9]*\.?[0-9]+)(us|µs|ms|s)?$")
 _RANGE_RE = re.compile(r"^(\d+)(?:-(\d+))?$")
-_TEXT_COLUMNS = ("rank", "folder", "mark", "error")
+_TEXT_COLUMNS = ("rank", "folder", "mark", "error", "note")
 
 SCHEMA: dict[str, Any] = {
     "row": pl.UInt32,
@@ -73,14 +88,19 @@ SCHEMA: dict[str, Any] = {
     "rank_no": pl.Int64,
     "folder": pl.String,
     "mark": pl.String,
+    "stage": pl.Int64,
+    "steps": pl.Int64,
     "step_us": pl.Float64,
     "compute_us": pl.Float64,
     "communication_us": pl.Float64,
     "exposed_comm_us": pl.Float64,
     "free_us": pl.Float64,
+    "bubble_us": pl.Float64,
     "wait_us": pl.Float64,
     "tasks": pl.Int64,
     "error": pl.String,
+    "missing": pl.String,
+    "note": pl.String,
 }
 
 
@@ -102,11 +122,19 @@ class RankLike(Protocol):
     @property
     def free_us(self) -> float: ...
     @property
-    def wait_us(self) -> float: ...
+    def wait_us(self) -> float | None: ...
     @property
     def tasks(self) -> int: ...
     @property
     def error(self) -> str | None: ...
+    @property
+    def steps(self) -> int: ...
+    @property
+    def bubble_us(self) -> float | None: ...
+    @property
+    def stage(self) -> int | None: ...
+    @property
+    def missing(self) -> tuple[str, ...]: ...
 
 
 def rank_mark(rank: RankLike, slow_ranks: Sequence[str]) -> str:
@@ -127,10 +155,30 @@ def _error_line(error: str | None, folder: Any) -> str | None:
     return line.replace(f"{folder}/", "").replace(f"{folder}", ".")
 
 
+def missing_text(missing: Sequence[str]) -> str | None:
+    """The files a rank lacks, as its note says them: "no kernel_details.csv, trace_view.json"."""
+    return f"no {', '.join(missing)}" if missing else None
+
+
+def training_only_line(rank: RankLike) -> str | None:
+    """What Enter says of a readable rank without tasks (its folder holds training-level
+    files only: opening it would show no task and no card), None for any other rank."""
+    if rank.error or rank.tasks:
+        return None
+    lacks = f", no {', '.join(rank.missing)}" if rank.missing else ""
+    return (
+        f"rank {rank.rank} holds training-level files only{lacks}: no task to open; "
+        "its figures are in this view and in the parallel view (p)"
+    )
+
+
 def rank_rows(ranks: Sequence[RankLike], slow_ranks: Sequence[str]) -> pl.DataFrame:
-    """One row per rank in the order given (the summary's: rank order), with its mark."""
+    """One row per rank in the order given (the summary's: rank order), with its mark; `note`
+    is a damaged rank's error, else the files the rank lacks."""
     rows = []
     for i, r in enumerate(ranks):
+        error = _error_line(r.error, r.folder)
+        missing = missing_text(r.missing)
         rows.append(
             {
                 "row": i,
@@ -138,14 +186,19 @@ def rank_rows(ranks: Sequence[RankLike], slow_ranks: Sequence[str]) -> pl.DataFr
                 "rank_no": int(r.rank) if str(r.rank).isdigit() else None,
                 "folder": getattr(r.folder, "name", str(r.folder)),
                 "mark": rank_mark(r, slow_ranks),
+                "stage": r.stage,
+                "steps": int(r.steps or 0),
                 "step_us": _number(r.step_us),
                 "compute_us": _number(r.compute_us),
                 "communication_us": _number(r.communication_us),
                 "exposed_comm_us": _number(r.exposed_comm_us),
                 "free_us": _number(r.free_us),
+                "bubble_us": _number(r.bubble_us),
                 "wait_us": _number(r.wait_us),
                 "tasks": int(r.tasks) if r.tasks is not None else None,
-                "error": _error_line(r.error, r.folder),
+                "error": error,
+                "missing": missing,
+                "note": error or missing,
             }
         )
     return pl.DataFrame(rows, schema=SCHEMA)
@@ -163,7 +216,7 @@ class RankFilterError(ValueError):
 
 @dataclass(frozen=True)
 class RankTerm:
-    kind: str  # "text", "rank", "is", "cmp"
+    kind: str  # "text", "rank", "stage", "is", "cmp"
     value: Any
     negate: bool
     raw: str
@@ -199,10 +252,15 @@ def parse_rank_filter(text: str) -> tuple[RankTerm, ...]:
         low = body.lower()
         if low.startswith("rank:"):
             terms.append(RankTerm("rank", _rank_spec(raw, body[5:]), negate, raw))
+        elif low.startswith("stage:"):
+            names, spans = _rank_spec(raw, body[6:])
+            if names:
+                raise RankFilterError(raw, "a stage is a number: stage:1, stage:0-1")
+            terms.append(RankTerm("stage", spans, negate, raw))
         elif low.startswith("is:"):
             what = low[3:]
-            if what not in (SLOW, DAMAGED, "ok"):
-                raise RankFilterError(raw, "is:slow, is:damaged or is:ok")
+            if what not in (SLOW, DAMAGED, PARTIAL, "ok"):
+                raise RankFilterError(raw, "is:slow, is:damaged, is:partial or is:ok")
             terms.append(RankTerm("is", what, negate, raw))
         elif (m := _CMP_RE.match(low)) is not None:
             field, op, number, unit = m.groups()
@@ -231,6 +289,13 @@ def _term_expr(term: RankTerm) -> pl.Expr:
         for lo, hi in spans:
             expr = expr | pl.col("rank_no").is_between(lo, hi).fill_null(False)
         return expr
+    if term.kind == "stage":
+        expr = pl.lit(False)
+        for lo, hi in term.value:
+            expr = expr | pl.col("stage").is_between(lo, hi).fill_null(False)
+        return expr
+    if term.kind == "is" and term.value == PARTIAL:
+        return pl.col("missing").is_not_null()
     if term.kind == "is":
         mark: str = {"ok": ""}.get(term.value, term.value)
         return pl.col("mark") == mark

@@ -23,6 +23,8 @@ from ..widgets.communication_pane import CommunicationPane
 from ..widgets.frame_table import FrameTable
 from ..widgets.mini_timeline import MiniTimeline
 from .capture_screen import CaptureScreen
+from .matrix_screen import MatrixScreen
+from .parallel_screen import ParallelScreen
 from .text_screen import NARROW_WIDTH
 
 KEY_NAMES = {
@@ -85,6 +87,10 @@ def all_keys(
     rows += key_rows("ranks", ranks_bindings)
     if ranks_bindings:
         rows.append(("ranks", "↑ ↓", "Mark the rank on its bar; in the main screen [ ] open the previous / next rank"))
+        rows += key_rows("parallel view", ParallelScreen.BINDINGS)
+        rows.append(("parallel view", "↑ ↓ PgUp PgDn Home End", "Scroll"))
+        rows += key_rows("comm matrix", MatrixScreen.BINDINGS)
+        rows.append(("comm matrix", "← → ↑ ↓ PgUp PgDn Home End", "Move the cursor (the headers stay)"))
     rows += key_rows("capture", CaptureScreen.BINDINGS)
     rows.append(("capture", "Enter", "In the host field: fill in its remembered values; elsewhere: Start"))
     return rows

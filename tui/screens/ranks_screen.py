@@ -2,12 +2,17 @@
 
 Shown first when the path opened is a cluster (a folder of rank folders). The header names
 the cluster, its ranks and their spread; below it the cluster's findings (slow rank, slow
-link); then a stacked bar per rank (compute, communication not overlapped, free, scaled to
-the longest rank) and the table of the ranks. `/` filters, `d` `w` `t` `s` `r` sort as in
-the other tables (tui/ranks_state.py holds the rows, the filter and the order; the sort and
-the filter text are a `ViewState`). Enter posts `RankRequested`: the app loads that rank
-while this view stays, with its progress here (Esc cancels), then shows the rank in the
-main screen. A damaged rank's Enter says its one-line error instead.
+link, stage imbalance, pipeline bubble, ...); then a stacked bar per rank (compute,
+communication not overlapped, free: the table's own figures, means per step, adding up to
+its Step, scaled to the longest rank) and the table of the ranks with their pipeline stage
+and, for a rank that lacks files the others have, which. `/` filters, `d` `w` `t` `s` `r`
+sort as in the other tables (tui/ranks_state.py holds the rows, the filter and the order;
+the sort and the filter text are a `ViewState`). Enter posts `RankRequested`: the app loads
+that rank while this view stays, with its progress here (Esc cancels), then shows the rank
+in the main screen. A damaged rank's Enter says its one-line error instead, and so does a
+rank of training-level files only (no task: opening it would show nothing). `p` shows the
+parallel view (screens/parallel_screen.py), `m` the communication matrix
+(screens/matrix_screen.py); Esc there comes back here.
 """
 
 from __future__ import annotations
@@ -38,12 +43,16 @@ from ..ranks_state import (
     parse_rank_filter,
     rank_positions,
     rank_rows,
+    training_only_line,
 )
 from ..view_state import ViewState, next_sort_column, reverse, select, set_filter, sort_by
 from ..widgets.filter_bar import FilterBar
 from ..widgets.frame_table import FrameTable
-from ..widgets.rank_bars import RankBars
-from ..widgets.ranks_table import RanksTable
+from ..widgets.rank_bars import RankBar, RankBars
+from ..widgets.ranks_table import RanksTable, figure_format
+from ..widgets.stage_chart import longest_step
+from .matrix_screen import PARALLEL, MatrixScreen
+from .parallel_screen import MATRIX, ParallelScreen
 
 SEVERITY_STYLE = {"critical": "bold red", "warning": "bold yellow", "info": "bold blue"}
 
@@ -64,20 +73,26 @@ class RanksScreen(Screen[None]):
         Binding("t", "sort('row')", "Rank order (again: reverse)", show=False),
         Binding("s", "next_sort_column", "Sort by the next column", show=False),
         Binding("r", "reverse", "Reverse the order", show=False),
+        Binding("p", "parallel", "Parallel view"),
+        Binding("m", "matrix", "Comm matrix"),
     ]
     """
     | key | action |
     |---|---|
-    | `Enter` | open the highlighted rank in the usual views (a damaged rank: its error) |
+    | `Enter` | open the highlighted rank in the usual views (a damaged rank, or one of training-level files only: says why not) |
     | `/` | filter the ranks; Esc clears |
     | `d` / `w` / `t` | sort by step time / by wait / rank order; the same key again reverses |
     | `s` / `r` | sort by the next column / reverse the order |
+    | `p` | the parallel view: sizes, groups, a stacked bar per pipeline stage and its ranks |
+    | `m` | the communication matrix: a rank x rank grid of the links, slow links marked |
     """
 
     def __init__(self, summary: ClusterSummary) -> None:
         super().__init__()
         self.summary = summary
         self.frame = rank_rows(summary.ranks, summary.slow_ranks)
+        self.figures = figure_format(self.frame)
+        self.longest_us = longest_step(summary.ranks)
         self.state = ViewState(tab=RANKS)
         self.loading_rank: str | None = None
         self.message = ""  # the last thing Enter said (a damaged rank's error)
@@ -155,23 +170,23 @@ class RanksScreen(Screen[None]):
         order = rank_positions(self.frame, terms, key, desc)
         self.table.show(self.frame, order, (key, desc))
         shown = self.frame[order]
-        bars = [
-            StepBar(r["rank"], _us(r["compute_us"]), _us(r["exposed_comm_us"]), _us(r["free_us"]))
-            for r in shown.iter_rows(named=True)
-        ]
-        longest = max(
-            (
-                _us(r["compute_us"]) + _us(r["exposed_comm_us"]) + _us(r["free_us"])
-                for r in self.frame.iter_rows(named=True)
-            ),
-            default=0.0,
-        )
         self.query_one(RankBars).set_bars(
-            bars, shown["mark"].to_list(), shown["error"].fill_null("").to_list(), longest
+            [self._bar(r) for r in shown.iter_rows(named=True)],
+            self.longest_us,
+            self.figures.text("step_us", self.longest_us) if self.longest_us else "",
         )
         row = self.table.current_row
         self.query_one(RankBars).mark(row["rank"] if row else None)
         self._update_status()
+
+    def _bar(self, r: dict[str, Any]) -> RankBar:
+        """A rank's bar: the table row's compute, exposed and free (means per step), its Step."""
+        bar = StepBar(r["rank"], _us(r["compute_us"]), _us(r["exposed_comm_us"]), _us(r["free_us"]))
+        if r["mark"] == DAMAGED:
+            return RankBar(bar, DAMAGED, r["error"] or "damaged")
+        if not r["steps"]:
+            return RankBar(bar, r["mark"], "no steps: its figures are totals, not per step")
+        return RankBar(bar, r["mark"], "", self.figures.text("step_us", r["step_us"]))
 
     def _update_status(self) -> None:
         total = self.frame.height
@@ -187,6 +202,8 @@ class RanksScreen(Screen[None]):
             text += f" · filter: {flt}"
         if self.message:
             text += f" · {self.message}"
+        elif (row := self.table.current_row) is not None and row["missing"]:
+            text += f" · rank {row['rank']}: {row['missing']}"
         self.query_one("#ranks-status", Static).update(Text(text, no_wrap=True, overflow="ellipsis"))
 
     def select_rank(self, rank: str | None) -> None:
@@ -233,7 +250,35 @@ class RanksScreen(Screen[None]):
             self._update_status()
             self.notify(f"rank {row['rank']}: {row['error']}", title="Cannot open", severity="error", markup=False)
             return
+        line = training_only_line(self.summary.rank(row["rank"]))
+        if line is not None:
+            self.message = line
+            self._update_status()
+            self.notify(line, title="Nothing to open", markup=False)
+            return
         self.app.post_message(RankRequested(row["rank"]))
+
+    def _busy(self) -> bool:
+        """A rank is loading: the other views wait (its progress is shown here)."""
+        if self.loading_rank is None:
+            return False
+        self.notify(f"rank {self.loading_rank} is opening · Esc cancels", markup=False)
+        return True
+
+    def action_parallel(self) -> None:
+        if not self._busy():
+            self.app.push_screen(ParallelScreen(self.summary, self.figures), self._other_view)
+
+    def action_matrix(self) -> None:
+        if not self._busy():
+            self.app.push_screen(MatrixScreen(self.summary), self._other_view)
+
+    def _other_view(self, asked: str | None) -> None:
+        """The parallel view or the matrix was left for the other one (`m` / `p` there)."""
+        if asked == MATRIX:
+            self.action_matrix()
+        elif asked == PARALLEL:
+            self.action_parallel()
 
     @on(FrameTable.RowHighlighted, "#ranks-table")
     def _rank_highlighted(self, message: FrameTable.RowHighlighted) -> None:
@@ -241,6 +286,7 @@ class RanksScreen(Screen[None]):
         if rank is not None:
             self.state = select(self.state, RANKS, rank)
         self.query_one(RankBars).mark(rank)
+        self._update_status()
 
     def action_sort(self, key: str) -> None:
         self.state = sort_by(self.state, RANKS, SORT_KEYS.get(key, key))
@@ -256,7 +302,7 @@ class RanksScreen(Screen[None]):
 
     @on(FrameTable.HeaderSelected, "#ranks-table")
     def _header(self, message: FrameTable.HeaderSelected) -> None:
-        key = "row" if message.key in ("rank", "mark", "folder", "error") else message.key
+        key = "row" if message.key in ("rank", "mark", "folder", "error", "note") else message.key
         self.state = sort_by(self.state, RANKS, key)
         self.refresh_table()
 
