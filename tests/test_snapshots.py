@@ -86,3 +86,30 @@ def test_ranks_view_80x24(snap_compare, cluster):
     assert snap_compare(
         NpuscopeApp(cluster, cache=False, clusters=True), terminal_size=(80, 24), run_before=_ranks_view
     )
+
+
+@pytest.fixture(scope="module")
+def parallel_job(tmp_path_factory):
+    """tp1 pp2 dp2 with every plant; the last stage's ranks without kernel_details."""
+    from npuscope.fixtures.parallel_cluster import generate_parallel
+
+    root = tmp_path_factory.mktemp("snapshot-parallel") / "job"
+    generate_parallel(root, tp=1, pp=2, dp=2)
+    return root
+
+
+def _ranks_then(key: str):
+    async def run(pilot) -> None:
+        await _ranks_view(pilot)
+        pilot.app.clear_notifications()  # the cluster's note, shown as a toast on opening
+        await pilot.press(key)
+        await pilot.pause()
+
+    return run
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 50)])
+@pytest.mark.parametrize("key", ["p", "m"])
+def test_parallel_and_matrix_views(snap_compare, parallel_job, key, size):
+    app = NpuscopeApp(parallel_job, cache=False, clusters=True)
+    assert snap_compare(app, terminal_size=size, run_before=_ranks_then(key))
