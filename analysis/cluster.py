@@ -227,7 +227,7 @@ def summarize(
                 slow_links.append((_num(row.get("bandwidth_gbps")), f"{row['src']}->{row['dst']} {row['transport']}"))
             findings.append(replace(f, evidence=f.evidence[: th.evidence_rows]))
     spread_pct = 0.0
-    for peers in _peer_sets(par, names):
+    for peers in parallel_rules.peer_sets(par, names):
         spread = training_rules.slow_ranks(steps.filter(pl.col("card").is_in(peers)), -math.inf)
         spread_pct = max([spread_pct, *(d.spread_pct for dims in spread.values() for d in dims)])
     slow = [f for f in findings if f.rule == SLOW_RANK]
@@ -275,13 +275,6 @@ def summarize(
         parallel=par,
         links=links,
     )
-
-
-def _peer_sets(par: ParallelLayout | None, names: tuple[str, ...]) -> list[tuple[str, ...]]:
-    """The ranks compared with each other: each stage's (every rank without a layout)."""
-    if par is None or len(par.stages) < 2:
-        return [names]
-    return [tuple(r for r in names if r in s.ranks) for s in par.stages]
 
 
 def _link_suspects(links: pl.DataFrame, th: Thresholds, ranks: tuple[str, ...]) -> list[str]:

@@ -71,16 +71,23 @@ def _straggles(
     return me.step_us >= step * (1.0 - th_pct / 100.0)
 
 
+def peer_sets(layout: ParallelLayout | None, names: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """The ranks of `names` compared with each other: each stage's (all of them without a
+    layout of two stages or more)."""
+    if layout is None or len(layout.stages) < 2:
+        return [names]
+    return [tuple(r for r in names if r in s.ranks) for s in layout.stages]
+
+
 def slow_ranks_by_stage(
     ctx: training_rules._Context, layout: ParallelLayout | None, names: tuple[str, ...], entries: Sequence[RankEntry]
 ) -> list[Finding]:
     """slow_rank over the ranks of each stage (all ranks as one stage without a layout), kept
     for the ranks that hold their peers back (_straggles)."""
-    stages = [tuple(names)] if layout is None or len(layout.stages) < 2 else [s.ranks for s in layout.stages]
+    stages = peer_sets(layout, names)
     out: list[Finding] = []
     steps = ctx.views.steps
-    for ranks in stages:
-        peers = tuple(r for r in names if r in ranks)
+    for peers in stages:
         if len(peers) < 2:
             continue
         ctx.views = replace(ctx.views, steps=steps.filter(pl.col("card").is_in(peers)))
