@@ -20,7 +20,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import polars as pl
 
@@ -75,6 +75,16 @@ _DAMAGE = re.compile(r"damaged|not read:|could not be read")
 _FRAMEWORKS: dict[str, Framework] = {"torch_npu": "torch_npu", "mindspore": "mindspore", "paddle": "paddle"}
 
 
+class RankHost(Protocol):
+    """What holds the rank folders of a cluster on other machines (capture/dask_engine.py)."""
+
+    def open_rank(self, folder: Path, options: ReadOptions) -> Profile: ...
+
+    def run_on_rank(self, folder: str | Path, fn: Any, *args: Any) -> Any: ...
+
+    def stop(self) -> None: ...
+
+
 @dataclass(frozen=True)
 class ClusterSummary:
     """A cluster at a glance: one RankSummary per rank (rank order), the slow ranks (worst
@@ -98,6 +108,9 @@ class ClusterSummary:
     links: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=RANK_LINKS_SCHEMA))
     """Every readable rank's links (card = the rank that recorded it; src, dst as its files
     number them), for the communication matrix."""
+    host: RankHost | None = field(default=None, compare=False)
+    """Where the ranks' folders are when they are not on this machine (a nodes file: the
+    Dask engine): open_rank reads a rank's frames through it."""
 
     def frame(self) -> pl.DataFrame:
         """One row per rank, the RankSummary columns (folder as text)."""
@@ -328,6 +341,8 @@ def open_rank(summary: ClusterSummary, rank: str, **open_profile_kwargs: Any) ->
     """The usual Profile of one rank of the cluster: its frames come from the cache entries
     its parse left (the summary's cache folder) unless `cache=` says otherwise."""
     r = summary.rank(rank)
+    if summary.host is not None:
+        return summary.host.open_rank(r.folder, summary.options)
     kwargs: dict[str, Any] = {
         "strict": summary.options.strict,
         "source": summary.options.source,

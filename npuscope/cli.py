@@ -62,6 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
             "their cause. On a cluster (a folder of rank folders) first the cluster: per rank "
             "step, compute, communication, exposed communication, free, wait and tasks, the slow "
             "ranks and links, the slowest rank per op type; then the slowest rank's report. "
+            "PATH may be a nodes file (nodes.toml): rank folders on other machines, each parsed "
+            "on its node by Dask workers started over SSH (or those of --scheduler). "
             'JSON follows the npuscope.report/1 schema (a cluster adds "cluster"). Exit 0, or 2 '
             "on bad input."
         ),
@@ -78,6 +80,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="N",
         help="on a cluster: worker processes reading the ranks (default: the cores)",
+    )
+    report.add_argument(
+        "--scheduler",
+        metavar="ADDRESS|FILE",
+        default=None,
+        help="with a nodes file: attach to this running Dask scheduler (an address such as "
+        "tcp://10.0.0.1:8786, or a scheduler file) instead of starting one and a worker per node "
+        "over SSH; its workers carry the resource npuscope-node-NAME (default: $NPUSCOPE_SCHEDULER)",
     )
     report.add_argument(
         "--format",
@@ -132,6 +142,31 @@ def build_parser() -> argparse.ArgumentParser:
     add_capture_parser(sub)
     add_sql_parser(sub)
     add_export_parser(sub)
+    nodes = sub.add_parser(
+        "nodes",
+        help="check the nodes of a nodes file (a cluster whose ranks lie on several machines)",
+        description=(
+            "npuscope nodes check NODES.toml: per node, whether it is reachable over SSH, its "
+            "npuscope and Dask versions (the same code as here), cores, the rank folders found in "
+            "each folder and the free disk for its cache. Nothing is started on the nodes. Exit 0 "
+            "when every node can work, 1 when one cannot, 2 on a bad nodes file."
+        ),
+    )
+    nodes.add_argument("action", choices=("check",), help="check: what each node has")
+    nodes.add_argument(
+        "nodes_file", metavar="NODES.toml", help="the nodes file (see README: Clusters beyond one machine)"
+    )
+    nodes.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="output format (default text; json: npuscope.nodes/1)",
+    )
+    nodes.add_argument(
+        "--accept-new-host-key",
+        action="store_true",
+        help="accept a host key not yet in known_hosts (OpenSSH accept-new)",
+    )
     return parser
 
 
@@ -144,7 +179,7 @@ def _add_pair_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-cache", action="store_true", help="parse from scratch and write no cache entry")
 
 
-SUBCOMMANDS = ("inspect", "report", "compare", "capture", "sql", "export")
+SUBCOMMANDS = ("inspect", "report", "compare", "capture", "sql", "export", "nodes")
 
 
 def build_explorer_parser() -> argparse.ArgumentParser:
@@ -238,6 +273,10 @@ def main(argv: list[str] | None = None) -> int:
             from .export_cmd import run_export
 
             return run_export(args)
+        if args.command == "nodes":
+            from .nodes_cmd import run_nodes
+
+            return run_nodes(args)
     except ProfileError as exc:
         return _bad_input(exc, debug)
     except KeyboardInterrupt:
@@ -264,11 +303,16 @@ def run_explorer(args: argparse.Namespace) -> int:
         from npuscope.analysis import Thresholds
         from npuscope.fixtures.demo_profile import ensure_demo
         from npuscope.parsers import discover
+        from npuscope.parsers.nodes_file import looks_like_nodes_file, read_nodes_file
         from npuscope.parsers.profile import select_capture
 
         path = Path(args.path) if args.path else ensure_demo()
-        captures = discover(path)  # the first load starts from these: the folder is walked once
-        select_capture(captures, args.capture)
+        captures = None
+        if looks_like_nodes_file(path):  # ranks on other machines: nothing to discover here
+            read_nodes_file(path)
+        else:
+            captures = discover(path)  # the first load starts from these: the folder is walked once
+            select_capture(captures, args.capture)
         compare_with = Path(args.compare) if args.compare else None
         if compare_with is not None:
             discover(compare_with)
@@ -292,7 +336,11 @@ def run_explorer(args: argparse.Namespace) -> int:
         discovered=captures,
         **({"remote_root": args.remote_cache} if args.remote_cache else {}),
     )
-    app.run()
+    try:
+        app.run()
+    finally:
+        if app.cluster is not None and app.cluster.host is not None:
+            app.cluster.host.stop()  # the workers it started on other machines
     if app.error_message:
         print(f"npuscope: {one_line(app.error_message)}", file=sys.stderr)
     if args.debug:

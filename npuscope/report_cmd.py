@@ -26,7 +26,7 @@ import orjson
 from npuscope.analysis import Thresholds
 from npuscope.analysis.op_report import find_task, op_report
 from npuscope.analysis.report import SCHEMA, build_report, render
-from npuscope.analysis.session import Options, analyse, diagnosed
+from npuscope.analysis.session import Options, diagnosed
 from npuscope.parsers import ProfileError
 
 from .loading import profile_for_command, views_for_command
@@ -87,6 +87,10 @@ def _report(args: argparse.Namespace, out: Any) -> int:
             return _run_msprof_op(args, thresholds, alone, out)
     if args.path and args.capture is None:
         from npuscope.parsers.cluster import rank_folders
+        from npuscope.parsers.nodes_file import looks_like_nodes_file
+
+        if looks_like_nodes_file(args.path):
+            return _run_nodes(args, thresholds, out)
 
         ranks = rank_folders(Path(args.path))
         if ranks is not None:
@@ -164,14 +168,13 @@ def _names(ranks: list[str]) -> str:
 
 
 def _run_cluster(args: argparse.Namespace, thresholds: Thresholds, ranks: list[tuple[str, Path]], out: Any) -> int:
-    from npuscope.analysis.cluster import cluster_json, open_cluster, open_rank
-    from npuscope.analysis.cluster_report import cluster_lines, rank_heading, slowest_rank
-    from npuscope.parsers import FrameCache, ReadOptions
-    from npuscope.text import printable
+    from npuscope.analysis.cluster import open_cluster
+    from npuscope.analysis.cluster_rank import rank_report
+    from npuscope.parsers import FrameCache
 
     from .progress import StderrProgress
 
-    options = ReadOptions(strict=args.strict, source=args.source, timeline=not args.no_timeline)
+    options = _read_options(args)
     cache = FrameCache(enabled=not args.no_cache, background=True)
     path = Path(args.path)
     with StderrProgress("ranks") as progress:
@@ -184,6 +187,71 @@ def _run_cluster(args: argparse.Namespace, thresholds: Thresholds, ranks: list[t
             thresholds=thresholds,
             ranks=ranks if path.expanduser() == path else None,  # the ranks found at the same path
         )
+    rank_cache = FrameCache(summary.cache_root, background=True) if summary.cache_root else FrameCache(enabled=False)
+    # The views' few rows are written as they are made (a background cache writes only when
+    # told to, which open_rank does before the views are read).
+    views_cache = FrameCache(summary.cache_root) if summary.cache_root else FrameCache(enabled=False)
+    request = _request(args, thresholds)
+    try:
+        return _cluster_output(
+            args, thresholds, summary, lambda rank: rank_report(summary, rank, request, rank_cache, views_cache), out
+        )
+    finally:
+        rank_cache.flush()
+
+
+def _read_options(args: argparse.Namespace) -> Any:
+    from npuscope.parsers import ReadOptions
+
+    return ReadOptions(strict=args.strict, source=args.source, timeline=not args.no_timeline)
+
+
+def _request(args: argparse.Namespace, thresholds: Thresholds) -> Any:
+    from npuscope.analysis.cluster_rank import RankRequest
+
+    return RankRequest(thresholds, strict=args.strict, top=args.top, op=args.op, html=args.format == "html")
+
+
+def _run_nodes(args: argparse.Namespace, thresholds: Thresholds, out: Any) -> int:
+    """`report nodes.toml`: every rank parsed on the node that holds it (capture/dask_engine.py),
+    the cluster summed up here, the detailed rank's report made on its node."""
+    from dataclasses import replace
+
+    from npuscope.analysis.cluster import summarize
+    from npuscope.analysis.cluster_rank import rank_report_here
+    from npuscope.capture.dask_engine import NodeEngine
+    from npuscope.parsers.nodes_file import read_nodes_file
+
+    from .progress import StderrProgress
+
+    nodes = read_nodes_file(args.path)
+    options = _read_options(args)
+    request = _request(args, thresholds)
+    scheduler = args.scheduler or os.environ.get("NPUSCOPE_SCHEDULER") or None
+    with NodeEngine(nodes, scheduler=scheduler, say=_say) as engine:
+        with StderrProgress("ranks") as progress:
+            entries = engine.read_ranks(options, progress)
+        summary = replace(summarize(entries, thresholds, nodes.path), options=options, host=engine)
+        bare = replace(summary, host=None)  # what travels to a node: no engine
+
+        def one(rank: str) -> Any:
+            return engine.run_on_rank(summary.rank(rank).folder, rank_report_here, bare, rank, request)
+
+        return _cluster_output(args, thresholds, summary, one, out)
+
+
+def _say(line: str) -> None:
+    if sys.stderr.isatty():
+        sys.stderr.write(line + "\n")
+
+
+def _cluster_output(args: argparse.Namespace, thresholds: Thresholds, summary: Any, one: Any, out: Any) -> int:
+    """The cluster's report: its section, then the rank reports `one(rank)` (a RankReport)
+    makes: the slowest rank's, `--card`'s or every rank's."""
+    from npuscope.analysis.cluster import cluster_json
+    from npuscope.analysis.cluster_report import cluster_lines, rank_heading, slowest_rank
+    from npuscope.text import printable
+
     bad = [r for r in summary.ranks if r.error is not None]
     if args.strict and bad:
         raise ProfileError(f"rank {bad[0].rank} could not be read: {bad[0].error}")
@@ -202,28 +270,14 @@ def _run_cluster(args: argparse.Namespace, thresholds: Thresholds, ranks: list[t
             raise ProfileError(f"rank {rank} could not be read: {summary.rank(rank).error}")
         chosen, why = [rank], ("chosen" if args.card is not None else "the slowest")
     detailed = chosen[0] if why is not None else None
-    rank_cache = FrameCache(summary.cache_root, background=True) if summary.cache_root else FrameCache(enabled=False)
-    # The views' few rows are written as they are made (a background cache writes only when
-    # told to, which open_rank does before the views are read).
-    views_cache = FrameCache(summary.cache_root) if summary.cache_root else FrameCache(enabled=False)
     pictures: dict[str, Any] = {}  # html: each rank's timeline pictures, drawn while it is open
 
     def rank_report(rank: str) -> dict[str, Any] | None:
-        """The usual report of one rank, the cluster's findings on it among its own."""
-        profile = open_rank(summary, rank, cache=rank_cache)
-        options = Options(thresholds, strict=args.strict, views_cache=views_cache, cluster=summary, rank=rank)
-        if args.op:
-            first = diagnosed(profile, options)
-            out.write(op_report(profile, first.diagnosis, find_task(first.diagnosis, args.op)))
-            return None
-        analysis = analyse(profile, options)
-        diagnosis = analysis.diagnosis
-        report = build_report(profile, diagnosis, top=args.top, views=analysis.views)
-        report["rank"] = rank
-        if args.format == "html":
-            from npuscope.analysis.html_report import timeline_pictures
-
-            pictures[rank] = timeline_pictures(profile, diagnosis)
+        made = one(rank)
+        if made.op_text is not None:
+            out.write(made.op_text)
+        pictures[rank] = made.pictures
+        report: dict[str, Any] | None = made.report
         return report
 
     if args.op:
@@ -238,11 +292,9 @@ def _run_cluster(args: argparse.Namespace, thresholds: Thresholds, ranks: list[t
             out.write(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n")
         else:
             _stream_json(summary, cluster, thresholds, args.top, chosen, rank_report, out)
-        rank_cache.flush()
         return 0
     if args.format == "html":
         _cluster_html(summary, cluster_json(summary), chosen, why, rank_report, pictures, out)
-        rank_cache.flush()
         return 0
     md = args.format == "markdown"
     out.write(printable("\n".join(cluster_lines(summary, md, args.top, detailed)) + "\n"))
@@ -255,7 +307,6 @@ def _run_cluster(args: argparse.Namespace, thresholds: Thresholds, ranks: list[t
     if why is None:
         for r in bad:
             out.write(printable("\n" + rank_heading(r.rank, md, "could not be read") + f"\n{r.error}\n"))
-    rank_cache.flush()
     return 0
 
 

@@ -276,7 +276,7 @@ def _one_line(exc: BaseException) -> str:
     return line if isinstance(exc, ProfileError) else f"{type(exc).__name__}: {line}"
 
 
-def _error_entry(rank: str, folder: Path, why: str, size: int = 0) -> RankEntry:
+def error_entry(rank: str, folder: Path, why: str, size: int = 0) -> RankEntry:
     summary = RankSummary(rank, folder, None, 0.0, 0.0, 0.0, 0.0, 0.0, 0, error=why)
     return RankEntry(summary, bytes=size)
 
@@ -455,9 +455,9 @@ def parse_rank(
     try:
         files = key_files(folder, options)
     except ProfileError as exc:
-        return _error_entry(name, folder, _one_line(exc))
+        return error_entry(name, folder, _one_line(exc))
     except Exception as exc:  # noqa: BLE001 - one bad rank never stops the cluster
-        return _error_entry(name, folder, _one_line(exc))
+        return error_entry(name, folder, _one_line(exc))
     size = files_size(files)
     built: list[RankEntry] = []
 
@@ -479,7 +479,7 @@ def parse_rank(
         extra = _entry_extra(name, options, stamps(files))
         frame = cache.load_or_build(ENTRY_KIND, (), build, extra, schema=_ENTRY_SCHEMA)
     except Exception as exc:  # noqa: BLE001 - one bad rank never stops the cluster
-        return _error_entry(name, folder, _one_line(exc), size)
+        return error_entry(name, folder, _one_line(exc), size)
     finally:
         cache.flush()
     entry = built[0] if built else _entry_of_frame(frame)
@@ -576,7 +576,7 @@ def read_ranks(
         check()
         mine = files[i]
         if isinstance(mine, str):
-            finish(i, _error_entry(rank, folder, mine))
+            finish(i, error_entry(rank, folder, mine))
             continue
         mine_stamped = stamped[i]
         got = cached_entry(cache, rank, folder, options, mine, mine_stamped) if mine_stamped is not None else None
@@ -678,7 +678,7 @@ def _result(fut: cf.Future[RankEntry], check: Callable[[], None]) -> None:
 
 
 def _died(rank: str, folder: Path) -> RankEntry:
-    return _error_entry(rank, folder, "the worker process parsing this rank died (killed, or out of memory)")
+    return error_entry(rank, folder, "the worker process parsing this rank died (killed, or out of memory)")
 
 
 def _pool_pass(
@@ -710,7 +710,7 @@ def _pool_pass(
                 if isinstance(exc, cf.process.BrokenProcessPool):
                     broken.append(i)
                 elif exc is not None:  # parse_rank never raises: this is the pickling or the pool
-                    finish(i, _error_entry(*ranks[i], f"worker process failed: {_one_line(exc)}"))
+                    finish(i, error_entry(*ranks[i], f"worker process failed: {_one_line(exc)}"))
                 else:
                     finish(i, fut.result())
             if broken:
@@ -748,7 +748,7 @@ def _one_by_one(
                 pool.shutdown(wait=False)
                 pool = None
             elif exc is not None:
-                finish(i, _error_entry(rank, folder, f"worker process failed: {_one_line(exc)}"))
+                finish(i, error_entry(rank, folder, f"worker process failed: {_one_line(exc)}"))
             else:
                 finish(i, fut.result())
     finally:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -48,10 +49,20 @@ from npuscope.analysis.compare_render import render_comparison
 from npuscope.capture.spec import DEFAULT_REMOTE_ROOT
 from npuscope.parsers import Cancelled, Profile, ProfileError, ReadOptions
 from npuscope.parsers.layout import Capture
+from npuscope.parsers.nodes_file import looks_like_nodes_file
 
 from .errors import ErrorRoute
 from .explorer import Settings
-from .load_job import Job, Progress, cluster_ranks, load_cluster, load_profile, load_rank, open_for_compare
+from .load_job import (
+    Job,
+    Progress,
+    cluster_ranks,
+    load_cluster,
+    load_node_cluster,
+    load_profile,
+    load_rank,
+    open_for_compare,
+)
 from .messages import (
     CancelRequested,
     ClusterLoaded,
@@ -255,6 +266,11 @@ class NpuscopeApp(App[None]):
         self, job: Job, path: Path, capture: str | int | None, settings: Settings, found: Sequence[Capture] | None
     ) -> None:
         def read(progress: Progress) -> Message:
+            if settings.clusters and looks_like_nodes_file(path):
+                nodes = load_node_cluster(
+                    path, read=settings.read, thresholds=settings.thresholds, cancel=job.cancel, progress=progress
+                )
+                return ClusterLoaded(nodes, job.generation)
             ranks = cluster_ranks(path, capture, found) if settings.clusters else None
             if ranks is not None:
                 summary = load_cluster(
@@ -319,7 +335,7 @@ class NpuscopeApp(App[None]):
 
     def _load_rank(self, job: Job, summary: ClusterSummary, rank: str, settings: Settings) -> None:
         def read(progress: Progress) -> Message:
-            profile, diagnosis = load_rank(
+            profile, diagnosis, views = load_rank(
                 summary,
                 rank,
                 read=settings.read,
@@ -328,7 +344,7 @@ class NpuscopeApp(App[None]):
                 cancel=job.cancel,
                 progress=progress,
             )
-            return ProfileLoaded(profile, diagnosis, job.generation, rank=rank)
+            return ProfileLoaded(profile, diagnosis, job.generation, rank=rank, views=views)
 
         self._load_outcome(job, read, f"rank {rank}: ")
 
@@ -352,7 +368,11 @@ class NpuscopeApp(App[None]):
             self.notify(note, title="Cluster", markup=False, timeout=8)
 
     def _close_cluster(self) -> None:
-        """The open cluster (if any) is closed: its Ranks view goes."""
+        """The open cluster (if any) is closed: its Ranks view goes, and what it started on
+        other machines stops (in a thread: a stop waits for the nodes)."""
+        host = self.cluster.host if self.cluster is not None else None
+        if host is not None:
+            threading.Thread(target=host.stop, name="npuscope-stop-nodes", daemon=True).start()
         ranks, self.ranks = self.ranks, None
         self.cluster, self.rank = None, None
         if ranks is None:
@@ -441,7 +461,7 @@ class NpuscopeApp(App[None]):
                 self.ranks.select_rank(message.rank)
                 if self.screen is self.ranks:
                     self.pop_screen()
-        self.main.show_profile(message.profile, message.diagnosis)
+        self.main.show_profile(message.profile, message.diagnosis, message.views)
         if self.compare_with is not None:
             self.start_compare(self.compare_with)
             self.compare_with = None

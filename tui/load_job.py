@@ -9,16 +9,18 @@ the event of an older one, and the app drops whatever an older job posts by its 
 
 A path that is a cluster (a folder of rank folders) loads its summary (`load_cluster`: each
 rank parsed in worker processes, progress by ranks and bytes, the cancel checked between
-ranks); a rank of it then loads as a capture does (`load_rank`).
+ranks); a rank of it then loads as a capture does (`load_rank`). A nodes file loads its
+cluster through Dask (`load_node_cluster`), each rank analysed on the node that holds it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,7 @@ from npuscope.parsers import Cancelled, FrameCache, Profile, ReadOptions, open_p
 from npuscope.parsers.cluster import rank_folders
 from npuscope.parsers.layout import Capture
 from npuscope.parsers.progress import Sink, files_size
+from npuscope.parsers.training import TrainingViews
 
 Progress = Sink  # (done_bytes, total_bytes, label), as open_profile reports it
 
@@ -110,14 +113,29 @@ def load_rank(
     use_cache: bool,
     cancel: threading.Event,
     progress: Progress | None = None,
-) -> tuple[Profile, Diagnosis]:
+) -> tuple[Profile, Diagnosis, TrainingViews | None]:
     """Open and diagnose rank `rank` of a cluster (from its cache entry when there is one),
-    as `load_profile` opens a capture: progress by bytes, `Cancelled` soon after `cancel`."""
+    as `load_profile` opens a capture: progress by bytes, `Cancelled` soon after `cancel`.
+    A rank on another machine (a nodes file) is analysed on its node, its training views
+    with it (the third value; None: read them here)."""
+    if summary.host is not None:
+        from npuscope.analysis.cluster_rank import rank_analysis_here
+
+        if progress is not None:
+            progress(0, 1, f"rank {rank}: analysed on its node")
+        folder = summary.rank(rank).folder
+        bare = replace(summary, host=None)  # what travels to the node: no engine
+        analysis = summary.host.run_on_rank(
+            folder, rank_analysis_here, bare, rank, thresholds or Thresholds(), read.strict
+        )
+        if cancel.is_set():
+            raise Cancelled()
+        return analysis.profile, analysis.operators, analysis.views
 
     def opener(**kwargs: Any) -> Profile:
         return open_rank(summary, rank, **kwargs)
 
-    return _open_and_diagnose(
+    profile, diagnosis = _open_and_diagnose(
         opener,
         read=read,
         thresholds=thresholds,
@@ -126,6 +144,7 @@ def load_rank(
         progress=progress,
         cache_root=summary.cache_root,  # where the cluster's parse left the rank's frames
     )
+    return profile, diagnosis, None
 
 
 def _open_and_diagnose(
@@ -218,6 +237,33 @@ def load_cluster(
     if cancel.is_set():
         raise Cancelled()
     return summary
+
+
+def load_node_cluster(
+    path: Path,
+    *,
+    read: ReadOptions,
+    thresholds: Thresholds | None,
+    cancel: threading.Event,
+    progress: Progress | None = None,
+) -> ClusterSummary:
+    """The summary of the cluster a nodes file describes: every rank parsed on its node
+    (capture/dask_engine.py); the engine stays up for the ranks opened later (the summary's
+    `host`) until the app stops it."""
+    from npuscope.analysis.cluster import summarize
+    from npuscope.capture.dask_engine import NodeEngine
+    from npuscope.parsers.nodes_file import read_nodes_file
+
+    nodes = read_nodes_file(path)
+    engine = NodeEngine(nodes, scheduler=os.environ.get("NPUSCOPE_SCHEDULER") or None, cancel=cancel)
+    try:
+        engine.start()
+        entries = engine.read_ranks(read, progress, cancel)
+    except BaseException:
+        engine.stop()
+        raise
+    summary = summarize(entries, thresholds or Thresholds(), nodes.path)
+    return replace(summary, options=read, host=engine)
 
 
 def open_for_compare(other: Path, *, use_cache: bool, cancel: threading.Event) -> Profile:

@@ -104,11 +104,19 @@ class ProfileLoaded(Result):
     """Load `generation` parsed and diagnosed its profile (`rank`: the rank of the open
     cluster it is; None for a capture opened by itself)."""
 
-    def __init__(self, profile: Profile, diagnosis: Diagnosis, generation: int = 0, rank: str | None = None) -> None:
+    def __init__(
+        self,
+        profile: Profile,
+        diagnosis: Diagnosis,
+        generation: int = 0,
+        rank: str | None = None,
+        views: TrainingViews | None = None,
+    ) -> None:
         super().__init__(generation)
         self.profile = profile
         self.diagnosis = diagnosis
         self.rank = rank
+        self.views = views  # read with the profile (a rank analysed on its node), else None
 
 
 class ClusterLoaded(Result):

@@ -304,7 +304,9 @@ class MainScreen(Screen[None]):
         bar.update(total=max(total, 1), progress=done)
         self.query_one("#loading-label", Label).update(f"{label}  {done / 1e6:,.1f} / {total / 1e6:,.1f} MB")
 
-    def show_profile(self, profile: Profile, diagnosis: Diagnosis) -> None:
+    def show_profile(self, profile: Profile, diagnosis: Diagnosis, views: TrainingViews | None = None) -> None:
+        """Show `profile`; its training views are read in a worker (`views`: read with it
+        already, a rank analysed on its node)."""
         self.profile, self.diagnosis = profile, diagnosis
         self.generation += 1
         self._card_tasks.clear()
@@ -318,7 +320,9 @@ class MainScreen(Screen[None]):
         # Read in a worker once the first screen is painted: the op tabs are usable meanwhile.
         app = explorer(self.app)
         cluster = app.cluster if self.rank is not None else None  # a rank of it: its cache, its findings
-        self.call_after_refresh(self._read_views, profile, diagnosis, self.generation, app.settings, cluster, self.rank)
+        self.call_after_refresh(
+            self._read_views, profile, diagnosis, self.generation, app.settings, cluster, self.rank, views
+        )
         for note in profile.notes:
             self.notify(note, title="Note", markup=False, timeout=6)
         self.query_one("#summary-table", FrameTable).focus()
@@ -444,9 +448,10 @@ class MainScreen(Screen[None]):
         settings: Settings,
         cluster: ClusterSummary | None,
         rank: str | None,
+        given: TrainingViews | None = None,
     ) -> None:
-        """The training views of `profile` and its training findings (`cluster` and `rank`:
-        the cluster it is rank `rank` of, else None)."""
+        """The training views of `profile` (`given`: read already) and its training findings
+        (`cluster` and `rank`: the cluster it is rank `rank` of, else None)."""
         if cluster is None or rank is None:
             cluster, rank = None, None  # only a rank of a cluster gets the cluster's cache and findings
         # A rank of a cluster: beside its frames, where the cluster's parse put them.
@@ -459,7 +464,7 @@ class MainScreen(Screen[None]):
             rank=rank,
         )
         try:
-            views = read_views(profile, options)
+            views = given if given is not None else read_views(profile, options)
             windows = card_step_windows(profile)
         except Exception as exc:  # bad input or a bug: said on the tabs through the error route
             self.app.call_from_thread(self._views_failed, ViewsFailed(generation, exc))
