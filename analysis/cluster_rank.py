@@ -32,6 +32,7 @@ class RankRequest:
     top: int = 10
     op: str | None = None
     html: bool = False
+    use_cache: bool = True  # False: the rank is read from scratch, nothing cached
 
 
 def rank_report(
@@ -59,16 +60,17 @@ def rank_report(
     return RankReport(report, None, pictures)
 
 
-def rank_analysis_here(summary: ClusterSummary, rank: str, thresholds: Thresholds, strict: bool) -> Analysis:
+def rank_analysis_here(
+    summary: ClusterSummary, rank: str, thresholds: Thresholds, strict: bool, use_cache: bool = True
+) -> Analysis:
     """The whole analysis of `rank` on the node holding it (frames, diagnosis, training
     views: what the explorer shows of a rank), with the node's own cache."""
     bare = replace(summary, host=None)
-    rank_cache = FrameCache(background=True)
+    rank_cache = FrameCache(enabled=use_cache, background=True)
     try:
         profile = open_rank(bare, rank, cache=rank_cache, pmu="ratios")
-        options = Options(
-            thresholds, strict=strict, cache=FrameCache(), views_cache=FrameCache(), cluster=bare, rank=rank
-        )
+        cache = FrameCache(enabled=use_cache)
+        options = Options(thresholds, strict=strict, cache=cache, views_cache=cache, cluster=bare, rank=rank)
         return analyse(profile, options)
     finally:
         rank_cache.flush()
@@ -77,8 +79,9 @@ def rank_analysis_here(summary: ClusterSummary, rank: str, thresholds: Threshold
 def rank_report_here(summary: ClusterSummary, rank: str, request: RankRequest) -> RankReport:
     """rank_report on the node holding the rank, with the node's own cache (where its parse
     left the frames)."""
-    rank_cache = FrameCache(background=True)
+    rank_cache = FrameCache(enabled=request.use_cache, background=True)
+    views_cache = FrameCache(enabled=request.use_cache)
     try:
-        return rank_report(replace(summary, host=None), rank, request, rank_cache, FrameCache())
+        return rank_report(replace(summary, host=None), rank, request, rank_cache, views_cache)
     finally:
         rank_cache.flush()

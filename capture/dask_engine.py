@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import shlex
 import subprocess
 import threading
@@ -117,12 +118,14 @@ class NodeEngine:
         accept_new_host_key: bool = False,
         say: Callable[[str], None] | None = None,
         cancel: threading.Event | None = None,
+        use_cache: bool = True,
     ) -> None:
         self.nodes = nodes
         self.scheduler = scheduler or nodes.scheduler
         self.accept_new_host_key = accept_new_host_key
         self.say = say or (lambda _line: None)
         self.cancel = cancel  # checked while the workers start
+        self.use_cache = use_cache  # False: the nodes parse from scratch and write no cache entry
         self.states = {n.name: NodeState(n) for n in nodes.nodes}
         self.client: Any = None
         self._cluster: Any = None
@@ -150,6 +153,9 @@ class NodeEngine:
             raise ProfileError(
                 "a nodes file needs Dask on this machine and on every node: pip install 'npuscope[cluster]'"
             ) from None
+        # Dask's own log lines (a worker lost, a connection closed while stopping, with their
+        # tracebacks) are not the user's: what matters reaches them as the ranks' marks.
+        logging.getLogger("distributed").setLevel(logging.CRITICAL)
         if self.scheduler:
             self.client = _attach(self.scheduler)
             self._attached_workers()
@@ -163,7 +169,12 @@ class NodeEngine:
         # dies takes only the rank it was parsing with it.
         dask.config.set({"distributed.scheduler.allowed-failures": 1, "distributed.scheduler.worker-saturation": 1.0})
         self._cluster = distributed.LocalCluster(  # type: ignore[no-untyped-call]
-            n_workers=0, host=listen, scheduler_port=0, dashboard_address=None, processes=True
+            n_workers=0,
+            host=listen,
+            scheduler_port=0,
+            dashboard_address=f"{listen}:0",  # its HTTP routes on the same address, any free port
+            processes=True,
+            silence_logs=logging.CRITICAL,  # what the user needs is in the ranks' marks
         )
         self.client = distributed.Client(self._cluster, set_as_default=False)  # type: ignore[no-untyped-call]
         for state in ready:
@@ -342,7 +353,7 @@ class NodeEngine:
 
     def open_rank(self, folder: Path, options: ReadOptions) -> Profile:
         """One rank's frames, read on its node (from the node's cache)."""
-        profile: Profile = self.run_on_rank(folder, open_here, str(folder), options)
+        profile: Profile = self.run_on_rank(folder, open_here, str(folder), options, self.use_cache)
         return profile
 
     def read_ranks(
@@ -379,7 +390,8 @@ class NodeEngine:
                         i = queue.pop(0)
                         rank, folder, _ = ranks[i]
                         key = f"npuscope-rank-{rank}-{uuid.uuid4().hex[:12]}"  # the rank in the scheduler's words
-                        running[self._submit(node, parse_here, folder, options, rank, key=key)] = i
+                        args = (folder, options, rank, self.use_cache)
+                        running[self._submit(node, parse_here, *args, key=key)] = i
                         busy += 1
                 finished = [fut for fut in running if fut.done()]
                 for fut in finished:

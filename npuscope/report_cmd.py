@@ -209,7 +209,14 @@ def _read_options(args: argparse.Namespace) -> Any:
 def _request(args: argparse.Namespace, thresholds: Thresholds) -> Any:
     from npuscope.analysis.cluster_rank import RankRequest
 
-    return RankRequest(thresholds, strict=args.strict, top=args.top, op=args.op, html=args.format == "html")
+    return RankRequest(
+        thresholds,
+        strict=args.strict,
+        top=args.top,
+        op=args.op,
+        html=args.format == "html",
+        use_cache=not args.no_cache,
+    )
 
 
 def _run_nodes(args: argparse.Namespace, thresholds: Thresholds, out: Any) -> int:
@@ -228,7 +235,7 @@ def _run_nodes(args: argparse.Namespace, thresholds: Thresholds, out: Any) -> in
     options = _read_options(args)
     request = _request(args, thresholds)
     scheduler = args.scheduler or os.environ.get("NPUSCOPE_SCHEDULER") or None
-    with NodeEngine(nodes, scheduler=scheduler, say=_say) as engine:
+    with NodeEngine(nodes, scheduler=scheduler, say=_say, use_cache=not args.no_cache) as engine:
         with StderrProgress("ranks") as progress:
             entries = engine.read_ranks(options, progress)
         summary = replace(summarize(entries, thresholds, nodes.path), options=options, host=engine)

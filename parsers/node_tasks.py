@@ -98,17 +98,18 @@ def _size(folder: Path) -> int:
         return 0
 
 
-def parse_here(folder: str, options: ReadOptions, rank: str) -> Any:
-    """parse_rank on this node, its frames left in this node's cache."""
-    return parse_rank(Path(folder), cache_dir(), options, rank)
+def parse_here(folder: str, options: ReadOptions, rank: str, use_cache: bool = True) -> Any:
+    """parse_rank on this node, its frames left in this node's cache (`use_cache` False:
+    parsed from scratch, nothing written)."""
+    return parse_rank(Path(folder), cache_dir() if use_cache else None, options, rank)
 
 
-def open_here(folder: str, options: ReadOptions) -> Profile:
+def open_here(folder: str, options: ReadOptions, use_cache: bool = True) -> Profile:
     """A rank's Profile on this node: its frames from the node's cache (parse_here left them
     there), the raw files only for what the cache lacks."""
     return open_profile(
         Path(folder),
-        cache=FrameCache(),
+        cache=FrameCache(enabled=use_cache),
         strict=options.strict,
         source=options.source,
         timeline=options.timeline,

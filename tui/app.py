@@ -268,7 +268,12 @@ class NpuscopeApp(App[None]):
         def read(progress: Progress) -> Message:
             if settings.clusters and looks_like_nodes_file(path):
                 nodes = load_node_cluster(
-                    path, read=settings.read, thresholds=settings.thresholds, cancel=job.cancel, progress=progress
+                    path,
+                    read=settings.read,
+                    thresholds=settings.thresholds,
+                    use_cache=settings.use_cache,
+                    cancel=job.cancel,
+                    progress=progress,
                 )
                 return ClusterLoaded(nodes, job.generation)
             ranks = cluster_ranks(path, capture, found) if settings.clusters else None

@@ -125,9 +125,8 @@ def load_rank(
             progress(0, 1, f"rank {rank}: analysed on its node")
         folder = summary.rank(rank).folder
         bare = replace(summary, host=None)  # what travels to the node: no engine
-        analysis = summary.host.run_on_rank(
-            folder, rank_analysis_here, bare, rank, thresholds or Thresholds(), read.strict
-        )
+        th = thresholds or Thresholds()
+        analysis = summary.host.run_on_rank(folder, rank_analysis_here, bare, rank, th, read.strict, use_cache)
         if cancel.is_set():
             raise Cancelled()
         return analysis.profile, analysis.operators, analysis.views
@@ -244,6 +243,7 @@ def load_node_cluster(
     *,
     read: ReadOptions,
     thresholds: Thresholds | None,
+    use_cache: bool,
     cancel: threading.Event,
     progress: Progress | None = None,
 ) -> ClusterSummary:
@@ -255,7 +255,8 @@ def load_node_cluster(
     from npuscope.parsers.nodes_file import read_nodes_file
 
     nodes = read_nodes_file(path)
-    engine = NodeEngine(nodes, scheduler=os.environ.get("NPUSCOPE_SCHEDULER") or None, cancel=cancel)
+    scheduler = os.environ.get("NPUSCOPE_SCHEDULER") or None
+    engine = NodeEngine(nodes, scheduler=scheduler, cancel=cancel, use_cache=use_cache)
     try:
         engine.start()
         entries = engine.read_ranks(read, progress, cancel)
