@@ -186,7 +186,10 @@ def build_explorer_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="npuscope",
         description=DESCRIPTION + " With no command, opens the explorer on PATH (default: the "
-        "bundled demo profile). Commands: " + ", ".join(SUBCOMMANDS) + " (npuscope COMMAND --help).",
+        "bundled demo profile); a cluster folder or a nodes file (nodes.toml: ranks on other "
+        "machines, analysed there on Dask) opens as its Ranks view. Commands: "
+        + ", ".join(SUBCOMMANDS)
+        + " (npuscope COMMAND --help).",
         epilog=_errors_epilog(),
     )
     parser.add_argument("--version", action="version", version=f"npuscope {__version__}")

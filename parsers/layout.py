@@ -521,6 +521,11 @@ def _file_capture(path: Path, sniffed: str | None = None) -> Capture:
             return Capture(name, path, "file", (Source(_card_from_path(path), statistic=(path,)),), name)
         # Let the reader say what is wrong with the header.
         return Capture(name, path, "file", (Source(_card_from_path(path), tasks=(path,)),), name)
+    if path.suffix == ".toml":
+        raise ProfileError(
+            f"{path}: a nodes file (ranks on other machines) opens with `npuscope report` or the explorer; "
+            "this command reads profiles on this machine"
+        )
     raise ProfileError(
         f"{path}: not a profile file; expected an op_summary / op_statistic / kernel_details "
         "CSV, an msprof / trace_view JSON, an msprof_*.db / ascend_pytorch_profiler_*.db or a "

@@ -482,3 +482,34 @@ async def test_the_explorer_opens_a_nodes_file_and_a_rank_from_its_node(world, l
     assert app.cluster is not None and app.cluster.host is not None
     app.cluster.host.stop()
     _none_left(world["server"])
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["inspect"], ["sql", "select 1"], ["export", "--perfetto", "out.pftrace"], ["compare", "X"]],
+    ids=["inspect", "sql", "export", "compare"],
+)
+def test_commands_of_local_profiles_refuse_a_nodes_file_in_one_line(world, tmp_path, argv):
+    path = str(world["two"])
+    args = [argv[0], path, *argv[1:]] if argv[0] != "compare" else ["compare", path, path]
+    done = subprocess.run(
+        [sys.executable, "-m", "npuscope", *args], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        f"npuscope: {path}: a nodes file (ranks on other machines) opens with `npuscope report` or the "
+        "explorer; this command reads profiles on this machine"
+    )
+    assert not list(tmp_path.iterdir())  # nothing written
+
+
+def test_the_explorer_refuses_a_bad_nodes_file_before_it_starts(tmp_path, capsys):
+    from npuscope.cli import main
+
+    path = tmp_path / "nodes.toml"
+    path.write_text("[[node]]\nhost = 'a'\n")
+    assert main([str(path)]) == 2
+    assert (
+        capsys.readouterr().err
+        == f"npuscope: {path}: node[0].folders: missing: a list of the folders holding the node's rank folders\n"
+    )
