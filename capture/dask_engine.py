@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import queue
 import shlex
 import subprocess
 import threading
@@ -376,23 +377,31 @@ class NodeEngine:
         slots = self._resources_seen()
         running: dict[Any, int] = {}
         done_bytes = count = 0
-        looked = time.monotonic()
+        ended: queue.Queue[Any] = queue.Queue()
         if progress is not None:
             progress(0, total, f"rank 0/{n}")
         try:
             while running or any(queues.values()):
                 if cancel is not None and cancel.is_set():
                     raise Cancelled()
-                for name, queue in queues.items():
+                for name, waiting in queues.items():
                     node = self.states[name].node
                     busy = sum(1 for i in running.values() if self.node_of[ranks[i][1]] == name)
-                    while queue and busy < max(1, slots.get(node.resource, 1)):
-                        i = queue.pop(0)
+                    while waiting and busy < max(1, slots.get(node.resource, 1)):
+                        i = waiting.pop(0)
                         rank, folder, _ = ranks[i]
                         key = f"npuscope-rank-{rank}-{uuid.uuid4().hex[:12]}"  # the rank in the scheduler's words
                         args = (folder, options, rank, self.use_cache)
-                        running[self._submit(node, parse_here, *args, key=key)] = i
+                        fut = self._submit(node, parse_here, *args, key=key)
+                        running[fut] = i
+                        fut.add_done_callback(ended.put)
                         busy += 1
+                # Woken by the first rank to end (its callback, in the client's thread): the
+                # next rank is handed out at once, not at the next look.
+                try:
+                    ended.get(timeout=1.0)
+                except queue.Empty:
+                    pass
                 finished = [fut for fut in running if fut.done()]
                 for fut in finished:
                     i = running.pop(fut)
@@ -405,10 +414,7 @@ class NodeEngine:
                         state = "error" if entry.summary.error else "ok"
                         progress(done_bytes, total, f"rank {count}/{n} {rank} ({state})")
                 if not finished:
-                    if time.monotonic() > looked + 1.0:
-                        self._lost_nodes(running, ranks, out, queues)
-                        looked = time.monotonic()
-                    time.sleep(0.02)
+                    self._lost_nodes(running, ranks, out, queues)
         finally:
             for fut in running:
                 fut.cancel()
