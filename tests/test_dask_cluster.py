@@ -513,3 +513,23 @@ def test_the_explorer_refuses_a_bad_nodes_file_before_it_starts(tmp_path, capsys
         capsys.readouterr().err
         == f"npuscope: {path}: node[0].folders: missing: a list of the folders holding the node's rank folders\n"
     )
+
+
+def test_op_report_of_a_rank_on_its_node_equals_the_local_one(world):
+    """`--op` on a nodes file: the op report is made on the rank's node."""
+    args = ["--card", "40", "--op", "#1"]
+    remote = subprocess.run(
+        [sys.executable, "-m", "npuscope", "report", str(world["two"]), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    local = subprocess.run(
+        [sys.executable, "-m", "npuscope", "report", str(world["cluster"]), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert remote.returncode == local.returncode == 0, remote.stderr + local.stderr
+    assert remote.stdout == local.stdout and local.stdout.startswith("## Op report: ")
+    _none_left(world["server"])
