@@ -30,6 +30,7 @@ pytest.importorskip("distributed")
 from distributed.diagnostics.plugin import SchedulerPlugin  # noqa: E402
 
 RANKS = 64
+pytestmark = pytest.mark.slow  # an OpenSSH server and Dask workers (the nodes file checks beside them are quick)
 
 
 def _files(root: Path) -> list[Path]:
@@ -316,6 +317,24 @@ def test_ctrl_c_stops_every_node(world):
     out, err = proc.communicate(timeout=120)
     assert proc.returncode != 0
     assert "Traceback" not in err, err[-4000:]
+    _none_left(world["server"])
+
+
+def test_a_killed_head_leaves_nothing_on_the_nodes(world):
+    """SIGKILL to the head once its workers run (no cleanup of its own can run, as under the
+    OOM killer): its ssh clients see their stdin end, each node's session ends, and the
+    supervisor there stops the worker's process group."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "npuscope", "report", str(world["two"]), "--no-cache"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(_workers_running()) < 2 and proc.poll() is None:
+        time.sleep(0.1)
+    assert proc.poll() is None and len(_workers_running()) >= 2
+    proc.kill()
+    proc.wait(30)
     _none_left(world["server"])
 
 
