@@ -18,6 +18,7 @@ every key is validated with a one-line error naming the key and the file. Nothin
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -120,6 +121,12 @@ def _node(table: dict[str, Any], key: str, bad: Any) -> Node:
     if not _NAME.fullmatch(name):
         raise bad(f"{key}.name", f"{name!r}: letters, digits, '.', '_' and '-' only (set `name` for this host)")
     python = _text(table, "python", bad, f"{key}.") or "python3"
+    try:
+        words = shlex.split(python)
+    except ValueError as exc:
+        raise bad(f"{key}.python", f"{python!r} is not a command line ({exc})") from None
+    if not words:
+        raise bad(f"{key}.python", "must name the node's Python")
     workers = table.get("workers")
     if workers is not None and (
         isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS

@@ -445,6 +445,7 @@ def test_nodes_check(world):
         ("[[node]]\nhost = '-oProxyCommand=x'\nfolders = ['/x']\n", "is not a host name"),
         ("listen = 5\n[[node]]\nhost = 'a'\nfolders = ['/x']\n", "listen: must be a non-empty string"),
         ("[[node]\n", "invalid TOML"),
+        ("[[node]]\nhost = 'a'\nfolders = ['/x']\npython = \"python3 '-I\"\n", "node[0].python: "),
     ],
 )
 def test_a_bad_nodes_file_gets_one_line(tmp_path, text, error):
