@@ -41,7 +41,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -50,7 +49,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-from scale import RESULTS, _check, _fresh_cache, _generate, _size_mb, _slim, measure, npuscope  # noqa: E402
+from scale import _check, _fresh_cache, _generate, _size_mb, _slim, measure, npuscope, results_saver  # noqa: E402
 
 DATA = HERE / "data" / "dask"
 RANKS = 1024
@@ -342,17 +341,7 @@ def main() -> int:
         "entry_workers": max(workers),
         "rounds": [],
     }
-    try:
-        results["commit"] = subprocess.run(
-            ["git", "-C", str(HERE), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-        ).stdout.strip()
-    except OSError:
-        pass
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    saved = RESULTS / f"cluster_dask-{results['date'][:19].replace(':', '')}.json"
-
-    def save() -> None:
-        saved.write_text(json.dumps(results, indent=2))
+    saved, save = results_saver(results, "cluster_dask")
 
     folder = cluster(args.ranks)
     files = _files(folder)

@@ -43,6 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -472,6 +473,24 @@ def print_msprof(rows: list[dict[str, Any]]) -> None:
         )
 
 
+def results_saver(results: dict[str, Any], name: str) -> tuple[Path, Callable[[], None]]:
+    """`results` stamped with the commit, and where and how to save it (RESULTS/NAME-DATE.json,
+    `results["date"]` set by the caller); `save()` rewrites the file with what it holds now."""
+    try:
+        results["commit"] = subprocess.run(
+            ["git", "-C", str(HERE), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
+    except OSError:
+        pass
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    saved = RESULTS / f"{name}-{results['date'][:19].replace(':', '')}.json"
+
+    def save() -> None:
+        saved.write_text(json.dumps(results, indent=2))
+
+    return saved, save
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--parts", default="files,growth,clusters,msprof", help="comma-separated parts to run")
@@ -492,17 +511,7 @@ def main() -> int:
         "cores": os.cpu_count(),
         "python": sys.version.split()[0],
     }
-    try:
-        results["commit"] = subprocess.run(
-            ["git", "-C", str(HERE), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-        ).stdout.strip()
-    except OSError:
-        pass
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    saved = RESULTS / f"scale-{results['date'][:19].replace(':', '')}.json"
-
-    def save() -> None:
-        saved.write_text(json.dumps(results, indent=2))
+    saved, save = results_saver(results, "scale")
 
     if "files" in parts:
         results["files"] = run_files(args.big)

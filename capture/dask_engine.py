@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import queue
 import shlex
 import subprocess
@@ -122,7 +123,8 @@ class NodeEngine:
         use_cache: bool = True,
     ) -> None:
         self.nodes = nodes
-        self.scheduler = scheduler or nodes.scheduler
+        # --scheduler, else $NPUSCOPE_SCHEDULER, else the nodes file's `scheduler`.
+        self.scheduler = scheduler or os.environ.get("NPUSCOPE_SCHEDULER") or nodes.scheduler
         self.accept_new_host_key = accept_new_host_key
         self.say = say or (lambda _line: None)
         self.cancel = cancel  # checked while the workers start
@@ -158,7 +160,7 @@ class NodeEngine:
         # tracebacks) are not the user's: what matters reaches them as the ranks' marks.
         logging.getLogger("distributed").setLevel(logging.CRITICAL)
         if self.scheduler:
-            self.client = _attach(self.scheduler)
+            self.client = _attach(distributed, self.scheduler)
             self._attached_workers()
             return
         self.say("reading the nodes' facts over SSH")
@@ -436,11 +438,14 @@ class NodeEngine:
     ) -> None:
         """Mark the waiting ranks of a node whose worker session ended (the node or the
         connection went away): no worker will ever take them."""
-        for state in self.states.values():
+        ended = [s for s in self.states.values() if s.proc is not None and s.proc.poll() is not None]
+        if not ended or self._stopping:
+            return
+        seen = self._resources_seen()
+        for state in ended:
             proc = state.proc
-            if proc is None or proc.poll() is None or self._stopping:
-                continue
-            if self._resources_seen().get(state.node.resource, 0):
+            assert proc is not None
+            if seen.get(state.node.resource, 0):
                 continue
             why = state.stderr[-1] if state.stderr else f"the SSH session ended (exit {proc.returncode})"
             state.problem = f"node {state.node.name}: lost: {why}"
@@ -466,13 +471,11 @@ def _collect(state: NodeState) -> None:
             state.stderr = [*state.stderr[-19:], line]
 
 
-def _attach(scheduler: str) -> Any:
+def _attach(distributed: Any, scheduler: str) -> Any:
     """A client of the running scheduler `scheduler` (an address, or a scheduler file)."""
-    import distributed
-
     where = {"scheduler_file": scheduler} if Path(scheduler).expanduser().is_file() else {"address": scheduler}
     try:
-        return distributed.Client(**where, timeout="30s", set_as_default=False)  # type: ignore[no-untyped-call]
+        return distributed.Client(**where, timeout="30s", set_as_default=False)
     except (OSError, ValueError, TypeError) as exc:
         raise ProfileError(f"cannot reach the Dask scheduler {scheduler}: {_one_line(exc)}") from None
 

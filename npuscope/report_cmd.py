@@ -234,8 +234,7 @@ def _run_nodes(args: argparse.Namespace, thresholds: Thresholds, out: Any) -> in
     nodes = read_nodes_file(args.path)
     options = _read_options(args)
     request = _request(args, thresholds)
-    scheduler = args.scheduler or os.environ.get("NPUSCOPE_SCHEDULER") or None
-    with NodeEngine(nodes, scheduler=scheduler, say=_say, use_cache=not args.no_cache) as engine:
+    with NodeEngine(nodes, scheduler=args.scheduler, say=_say, use_cache=not args.no_cache) as engine:
         with StderrProgress("ranks") as progress:
             entries = engine.read_ranks(options, progress)
         summary = replace(summarize(entries, thresholds, nodes.path), options=options, host=engine)

@@ -32,8 +32,6 @@ EXEMPT = {
     ("fixtures/paddle_train_tiny.py", "paddle"): ("a Paddle training script the profiler tests run", "capture"),
     ("fixtures/paddle_profile_sample.py", "paddle"): ("a Paddle script the profiler tests run", "capture"),
     ("fixtures/paddle_profile_sample.py", "paddle_train_tiny"): ("the script beside it, on its sys.path", ""),
-    # A nodes file (ranks on other machines) runs on Dask: imported only then, one line without it.
-    ("capture/dask_engine.py", "distributed"): ("a nodes file's engine, the cluster extra", "cluster"),
 }
 
 

@@ -16,7 +16,6 @@ cluster through Dask (`load_node_cluster`), each rank analysed on the node that 
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -255,8 +254,7 @@ def load_node_cluster(
     from npuscope.parsers.nodes_file import read_nodes_file
 
     nodes = read_nodes_file(path)
-    scheduler = os.environ.get("NPUSCOPE_SCHEDULER") or None
-    engine = NodeEngine(nodes, scheduler=scheduler, cancel=cancel, use_cache=use_cache)
+    engine = NodeEngine(nodes, cancel=cancel, use_cache=use_cache)  # $NPUSCOPE_SCHEDULER, if set
     try:
         engine.start()
         entries = engine.read_ranks(read, progress, cancel)
