@@ -61,9 +61,9 @@ else:
 """
 
 
-_SUPERVISOR = """import os, signal, subprocess, sys
+_SUPERVISOR = """import os, signal, subprocess, sys, threading
 worker = subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True)
-def stop(*_):
+def stop(*_, code=0):
     for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
         try:
             os.killpg(worker.pid, sig)
@@ -73,15 +73,19 @@ def stop(*_):
             worker.wait(wait)
         except subprocess.TimeoutExpired:
             pass
-    os._exit(0)
+    os._exit(code)
 signal.signal(signal.SIGTERM, stop)
 signal.signal(signal.SIGHUP, stop)
 signal.signal(signal.SIGINT, stop)
-sys.stdin.buffer.read()
-stop()
+threading.Thread(target=lambda: (sys.stdin.buffer.read(), stop()), daemon=True).start()
+worker.wait()
+sys.stderr.write(f"the Dask worker exited (code {worker.returncode})\\n")
+sys.stderr.flush()
+stop(code=1)
 """
 """Runs on a node: starts the Dask worker in a process group of its own, waits for the end of
-its stdin (the head closed the session, or went away), then stops the group: TERM, then KILL
+its stdin (the head closed the session, or went away) or of the worker itself (the session then
+ends too, and the head marks the node's ranks left), then stops the group: TERM, then KILL
 what is left (a nanny and its workers)."""
 
 
