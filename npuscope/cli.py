@@ -19,7 +19,10 @@ from pathlib import Path
 from . import __version__
 from .arguments import add_source_args, count, percent
 from .capture_cmd import add_capture_parser, run_capture, split_command
+from .experiment_cmd import add_experiment_parser
 from .export_cmd import add_export_parser
+from .gate_cmd import add_gate_parser
+from .runs_cmd import add_runs_parsers
 from .sql_cmd import add_sql_parser
 
 DESCRIPTION = "Terminal explorer for Huawei Ascend NPU profiles (msprof, torch_npu, Paddle)."
@@ -142,6 +145,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_capture_parser(sub)
     add_sql_parser(sub)
     add_export_parser(sub)
+    add_experiment_parser(sub)
+    add_runs_parsers(sub)
+    add_gate_parser(sub)
     nodes = sub.add_parser(
         "nodes",
         help="check the nodes of a nodes file (a cluster whose ranks lie on several machines)",
@@ -179,7 +185,19 @@ def _add_pair_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-cache", action="store_true", help="parse from scratch and write no cache entry")
 
 
-SUBCOMMANDS = ("inspect", "report", "compare", "capture", "sql", "export", "nodes")
+SUBCOMMANDS = (
+    "inspect",
+    "report",
+    "compare",
+    "capture",
+    "sql",
+    "export",
+    "nodes",
+    "experiment",
+    "runs",
+    "baseline",
+    "gate",
+)
 
 
 def build_explorer_parser() -> argparse.ArgumentParser:
@@ -280,6 +298,22 @@ def main(argv: list[str] | None = None) -> int:
             from .nodes_cmd import run_nodes
 
             return run_nodes(args)
+        if args.command == "experiment":
+            from .experiment_cmd import run_experiment
+
+            return run_experiment(args)
+        if args.command == "runs":
+            from .runs_cmd import run_runs
+
+            return run_runs(args)
+        if args.command == "baseline":
+            from .runs_cmd import run_baseline
+
+            return run_baseline(args)
+        if args.command == "gate":
+            from .gate_cmd import run_gate
+
+            return run_gate(args)
     except ProfileError as exc:
         return _bad_input(exc, debug)
     except KeyboardInterrupt:

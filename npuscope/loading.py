@@ -7,6 +7,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from npuscope.analysis import Thresholds
+from npuscope.analysis.session import Analysis, Options, diagnosed
 from npuscope.fixtures.demo_profile import ensure_demo
 from npuscope.parsers import FrameCache, Profile, open_profile
 from npuscope.parsers.read_options import SourceChoice
@@ -58,3 +60,19 @@ def views_for_command(profile: Profile, *, no_cache: bool, strict: bool = False)
     for problem in cache.problems:
         print(f"npuscope: note: {problem}", file=sys.stderr)
     return views
+
+
+def analysis_for_command(
+    path: str | None,
+    *,
+    capture: str | None = None,
+    no_cache: bool = False,
+    thresholds: Thresholds | None = None,
+    cards: tuple[str, ...] | None = None,
+) -> Analysis:
+    """The whole analysis of the profile at `path` (both stages, as `report` makes it): what
+    the headline figures (analysis/headline.py) of gate, experiment and the runs registry
+    are read from."""
+    with profile_for_command(path, capture=capture, no_cache=no_cache) as profile:
+        first = diagnosed(profile, Options(thresholds or Thresholds(), cards))
+        return first.with_views(views_for_command(profile, no_cache=no_cache))

@@ -30,6 +30,8 @@ def _private_cache(tmp_path_factory, monkeypatch):
     """Tests never read or write the user's cache folder."""
     cache = tmp_path_factory.mktemp("cache")
     monkeypatch.setenv("NPUSCOPE_CACHE_DIR", str(cache))
+    # nor the user's runs registry: each test has its own (analysis/run_registry.py)
+    monkeypatch.setenv("NPUSCOPE_RUNS_DB", str(tmp_path_factory.mktemp("runs") / "runs.db"))
     return cache
 
 
