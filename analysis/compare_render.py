@@ -105,7 +105,7 @@ def _op_json(o: OpChange, by: By) -> dict[str, Any]:
     return d
 
 
-def _finding_json(f: Finding) -> dict[str, Any]:
+def finding_json(f: Finding) -> dict[str, Any]:
     return {
         "rule": f.rule,
         "severity": f.severity,
@@ -145,10 +145,10 @@ def comparison_json(c: Comparison) -> dict[str, Any]:
         ],
         "op_types": [_op_json(o, c.by) for o in c.op_types],
         "findings": {
-            "resolved": [_finding_json(f) for f in c.findings.resolved],
-            "new": [_finding_json(f) for f in c.findings.new],
+            "resolved": [finding_json(f) for f in c.findings.resolved],
+            "new": [finding_json(f) for f in c.findings.new],
             "unchanged": [
-                {**_finding_json(n), "base_time_us": rounded(b.time_us), "new_time_us": rounded(n.time_us)}
+                {**finding_json(n), "base_time_us": rounded(b.time_us), "new_time_us": rounded(n.time_us)}
                 for b, n in c.findings.unchanged
             ],
         },

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, cast, get_args
 
+from .actions import Action, actions_in
 from .evidence import EVIDENCE_FIELDS as EVIDENCE_FIELDS  # the task fields of an evidence row
 from .evidence import EvidenceRow
 from .rule_names import IDLE_DEVICE
@@ -51,9 +52,15 @@ class Finding:
         if self.view not in VIEWS:
             raise ValueError(f"view {self.view!r}")
 
+    @property
+    def actions(self) -> tuple[Action, ...]:
+        """The switches its advice names (analysis/actions.py): what an experiment can try."""
+        return actions_in(self.advice)
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Finding:
         """The inverse of `to_dict` (cached findings are stored as JSON)."""
+        data = {k: v for k, v in data.items() if k != "actions"}  # derived from the advice
         return cls(
             **{
                 **data,
@@ -68,6 +75,7 @@ class Finding:
         d["op_types"] = list(self.op_types)
         d["op_names"] = list(self.op_names)
         d["evidence"] = [dict(e) for e in self.evidence]
+        d["actions"] = [a.to_dict() for a in self.actions]
         return d
 
 

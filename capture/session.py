@@ -41,6 +41,7 @@ from .fetch import (
     staging_dir,
     unpack,
 )
+from .run_record import write_run_record
 from .runs import (
     EXIT_MESSAGES,
     FULL_DISK_KIB,
@@ -364,12 +365,15 @@ def _free_kib(text: str, mark: str) -> int | None:
     return None
 
 
-async def _collect(runs: list[HostRun], out: Path, name: str, emit: Emit) -> Outcome:
+async def _collect(runs: list[HostRun], out: Path, name: str, emit: Emit, spec: CaptureSpec) -> Outcome:
     staging = staging_dir(out, name)
     folders = host_folders(r.host for r in runs)
     try:
         for run in runs:  # one connection at a time: fetches share the link
             await run.fetch(staging if len(runs) == 1 else staging / folders[run.host])
+        # how it was captured, for `npuscope experiment`: inside the staging folder, so the
+        # fetched folder has it whole or does not exist
+        write_run_record(staging, spec, tuple((r.host, r.run_id) for r in runs))
         folder = claim_folder(staging, out, name)
     except OSError as exc:  # the local disk: full, or the folder went away
         discard(staging)
@@ -407,7 +411,8 @@ async def capture(spec: CaptureSpec, emit: Emit) -> Outcome:
         note = f" (the run started on {', '.join(r.host for r in started)} was cancelled)"
         raise CaptureError(str(first) + note, first.log_tail, first.code)
     await _all(r.follow() for r in runs)
-    return await _collect(runs, Path(spec.out).expanduser(), folder_name(spec.all_hosts(), runs[0].run_id), emit)
+    out, name = Path(spec.out).expanduser(), folder_name(spec.all_hosts(), runs[0].run_id)
+    return await _collect(runs, out, name, emit, spec)
 
 
 def _writable(out: Path) -> None:
@@ -453,7 +458,7 @@ async def attach(spec: CaptureSpec, run_id: str, emit: Emit) -> Outcome:
         run.start = record.fields.get("start_step", run.start)
         run.spec = replace(run.spec, command=record.command, **record.fields)
     await run.follow()
-    return await _collect([run], Path(spec.out).expanduser(), folder_name((spec.host,), run_id), emit)
+    return await _collect([run], Path(spec.out).expanduser(), folder_name((spec.host,), run_id), emit, run.spec)
 
 
 async def _record(run: HostRun) -> str:

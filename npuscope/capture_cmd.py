@@ -34,6 +34,7 @@ from npuscope.capture.spec import (
 from npuscope.text import one_line
 
 from .arguments import count
+from .recording import note_run
 
 if TYPE_CHECKING:
     from npuscope.capture.runs import RunInfo
@@ -251,6 +252,7 @@ def run_capture(args: argparse.Namespace, command: list[str]) -> tuple[int, Path
             hint = "; the job goes on"
         print(f"npuscope capture: interrupted{hint}", file=sys.stderr)
         return 130, None
+    note_run(outcome.folder, kind="captured", spec=spec)
     print(outcome.folder)
     sys.stdout.flush()
     return 0, outcome.folder

@@ -178,7 +178,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_pair_args(parser: argparse.ArgumentParser) -> None:
     """BASE, NEW, a capture for each and --no-cache: how `compare` picks and reads two profiles."""
-    parser.add_argument("base", metavar="BASE", help="the reference profile folder or file")
+    parser.add_argument(
+        "base", metavar="BASE", help="the reference profile folder or file, or @NAME: a baseline (npuscope baseline)"
+    )
     parser.add_argument("new", metavar="NEW", help="the profile folder or file to judge against BASE")
     parser.add_argument("--base-capture", metavar="NAME|N", help="which capture of BASE when it holds several")
     parser.add_argument("--new-capture", metavar="NAME|N", help="which capture of NEW when it holds several")

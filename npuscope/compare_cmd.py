@@ -19,8 +19,14 @@ from .loading import profile_for_command
 def run_compare(args: argparse.Namespace) -> int:
     thresholds = Thresholds.from_file(args.rules)
     cards = None if args.card == "all" else (args.card,)
-    with profile_for_command(args.base, capture=args.base_capture, no_cache=args.no_cache) as base:
-        with profile_for_command(args.new, capture=args.new_capture, no_cache=args.no_cache) as new:
+    from npuscope.analysis.run_registry import resolve_capture, resolve_ref
+
+    base_path = resolve_ref(args.base)  # @NAME: a baseline (npuscope baseline set NAME RUN)
+    base_capture = resolve_capture(args.base, args.base_capture)
+    with profile_for_command(base_path, capture=base_capture, no_cache=args.no_cache) as base:
+        with profile_for_command(
+            resolve_ref(args.new), capture=resolve_capture(args.new, args.new_capture), no_cache=args.no_cache
+        ) as new:
             comparison = compare_runs(base, new, cards=cards, by=args.by, thresholds=thresholds)
     if args.format == "json":
         sys.stdout.write(orjson.dumps(comparison_json(comparison), option=orjson.OPT_INDENT_2).decode() + "\n")

@@ -30,6 +30,7 @@ from npuscope.analysis.session import Options, diagnosed
 from npuscope.parsers import ProfileError
 
 from .loading import profile_for_command, views_for_command
+from .recording import note_run
 
 
 def run_report(args: argparse.Namespace) -> int:
@@ -115,6 +116,10 @@ def _report(args: argparse.Namespace, out: Any) -> int:
             out.write(op_report(profile, first.diagnosis, task))
             return 0
         analysis = first.with_views(views_for_command(profile, no_cache=args.no_cache, strict=args.strict))
+        if args.path and cards is None:  # the demo and one card of a run are not runs
+            from npuscope.analysis.run_registry import capture_key
+
+            note_run(args.path, kind="report", analysis=analysis, capture=capture_key(profile))
         diagnosis = analysis.diagnosis
         report = build_report(profile, diagnosis, top=args.top, views=analysis.views)
         if args.format == "json":

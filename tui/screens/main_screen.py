@@ -34,15 +34,18 @@ from npuscope.analysis.card_spread import card_spread, render_card_spread
 from npuscope.analysis.cluster import ClusterSummary
 from npuscope.analysis.drilldown import TASK_COLUMNS, drill_down
 from npuscope.analysis.export import export_dir, export_table, write_text_atomic
+from npuscope.analysis.headline import headline
 from npuscope.analysis.kpis import card_kpis
 from npuscope.analysis.op_report import op_report
 from npuscope.analysis.query import Query, QueryError, parse_query, stats_positions, task_positions, totals_at
-from npuscope.analysis.session import Diagnosed, Options, read_views
+from npuscope.analysis.run_registry import capture_key, record_run
+from npuscope.analysis.session import Analysis, Diagnosed, Options, read_views
 from npuscope.analysis.shape_stats import statistic_by_shape
 from npuscope.analysis.timeline_view import TimelineModel, build_model
 from npuscope.analysis.totals import card_summary, op_type_count
 from npuscope.analysis.training_tables import card_step_windows, step_marks
 from npuscope.analysis.wait_evidence import wait_evidence
+from npuscope.fixtures.demo_profile import DEMO_ROOT
 from npuscope.parsers import FrameCache, Profile, ProfileError
 from npuscope.parsers.training import TrainingViews
 
@@ -471,10 +474,23 @@ class MainScreen(Screen[None]):
             return
         problem: Exception | None = None
         try:
-            diagnosis = Diagnosed.of(profile, diagnosis, options).with_views(views).diagnosis
+            analysis = Diagnosed.of(profile, diagnosis, options).with_views(views)
+            diagnosis = analysis.diagnosis
         except Exception as exc:  # the views are shown without them; the line says why
             problem = exc
+        else:
+            if cluster is None:  # a rank of a cluster is not a run of its own
+                self._record(analysis)
         self.app.call_from_thread(self._views_ready, ViewsRead(generation, diagnosis, views, windows, problem))
+
+    def _record(self, analysis: Analysis) -> None:
+        """The opened run in the runs registry (not the bundled demo); a problem is a note."""
+        profile = analysis.profile
+        if profile.path.resolve().is_relative_to(DEMO_ROOT):
+            return
+        problem = record_run(profile.path, kind="opened", headline=headline(analysis), capture=capture_key(profile))
+        if problem:
+            self.app.call_from_thread(self.notify, problem, title="Runs registry", severity="warning", markup=False)
 
     def _views_failed(self, message: ViewsFailed) -> None:
         if not is_current(message, self.generation, self.dropped):
