@@ -14,8 +14,10 @@ run captured again with the change) and gives:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
+from npuscope.parsers import FrameCache, open_profile
 from npuscope.text import printable
 
 from .actions import action_for
@@ -23,9 +25,10 @@ from .compare import Comparison, compare_runs
 from .compare_render import finding_json
 from .findings import SEVERITY_MARK, Finding
 from .headline import WAIT_CAUSES, Headline, headline
-from .session import Analysis
+from .session import Analysis, Options, analyse
 from .step_stats import CONFIDENCE, DEFAULT_MIN_CHANGE_PCT, StepChange, Verdict, step_change, verdict
 from .table import rounded
+from .thresholds import Thresholds
 
 SCHEMA = "npuscope.experiment/1"
 SAME_FINDING_PCT = 5.0
@@ -96,6 +99,14 @@ def _motivation(base: Finding | None, c: Comparison) -> Motivation | None:
             )
             return Motivation(b, n, state)
     return Motivation(base, None, "gone")
+
+
+def analyse_run(path: Path, thresholds: Thresholds, *, use_cache: bool = True) -> Analysis:
+    """The whole analysis of the run at `path`, as `report` makes it (what the explorer's
+    experiment measures; the command line reads with progress on stderr instead)."""
+    cache = FrameCache(enabled=use_cache)
+    profile = open_profile(path, cache=cache)
+    return analyse(profile, Options(thresholds, cache=cache, views_cache=FrameCache(enabled=use_cache)))
 
 
 def measure(

@@ -70,6 +70,16 @@ def write_run_record(folder: Path, spec: CaptureSpec, runs: tuple[tuple[str, str
     (folder / RUN_RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
 
 
+def find_run_record(path: Path) -> Path | None:
+    """The fetched folder `path` is in (or is): the nearest of it and its parents, up to three
+    levels, that holds a run record; None when there is none."""
+    start = path if path.is_dir() else path.parent
+    for folder in (start, *list(start.parents)[:3]):
+        if (folder / RUN_RECORD).is_file():
+            return folder
+    return None
+
+
 def read_run_record(folder: Path) -> RunRecord:
     """The run record of a fetched capture; a usage error of one line when there is none or it
     is not one."""

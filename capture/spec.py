@@ -207,6 +207,11 @@ def parse_env(items: list[str] | tuple[str, ...]) -> tuple[tuple[str, str], ...]
     return tuple(pairs)
 
 
+def parse_env_text(text: str) -> tuple[tuple[str, str], ...]:
+    """`KEY=VALUE KEY2=VALUE2` as a form field holds them (shell quoting allowed)."""
+    return parse_env(_split("environment", text))
+
+
 def parse_hosts(text: str) -> tuple[str, ...]:
     """`h1,h2` or a hostfile's lines (comments with #, `slots=` and the like ignored)."""
     hosts = []

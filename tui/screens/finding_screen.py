@@ -13,6 +13,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
 from npuscope.analysis import Finding
+from npuscope.analysis.actions import NO_ACTION
 from npuscope.text import printable
 
 from ..digits import group_digits
@@ -109,4 +110,9 @@ class FindingScreen(ModalScreen[None]):
             yield Static(evidence_table(f, self.app.size.width) if f.evidence else empty, id="finding-evidence")
             yield Label("What to do", classes="section")
             yield Static(escape(f.advice))
+            if f.actions:
+                tried = ", ".join(a.text for a in f.actions)
+                yield Static(escape(f"Try: {tried} (x: capture the run again with it and measure)"))
+            else:
+                yield Static(escape(f"Try: {NO_ACTION}"), classes="hint")
             yield Label("Esc closes · Enter on the card filters the tables", classes="hint")

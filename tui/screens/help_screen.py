@@ -23,6 +23,7 @@ from ..widgets.communication_pane import CommunicationPane
 from ..widgets.frame_table import FrameTable
 from ..widgets.mini_timeline import MiniTimeline
 from .capture_screen import CaptureScreen
+from .experiment_screen import ExperimentScreen
 from .matrix_screen import MatrixScreen
 from .parallel_screen import ParallelScreen
 from .text_screen import NARROW_WIDTH
@@ -92,6 +93,7 @@ def all_keys(
         rows += key_rows("comm matrix", MatrixScreen.BINDINGS)
         rows.append(("comm matrix", "← → ↑ ↓ PgUp PgDn Home End", "Move the cursor (the headers stay)"))
     rows += key_rows("capture", CaptureScreen.BINDINGS)
+    rows += key_rows("experiment", ExperimentScreen.BINDINGS)
     rows.append(("capture", "Enter", "In the host field: fill in its remembered values; elsewhere: Start"))
     return rows
 

@@ -45,6 +45,8 @@ from npuscope.analysis.timeline_view import TimelineModel, build_model
 from npuscope.analysis.totals import card_summary, op_type_count
 from npuscope.analysis.training_tables import card_step_windows, step_marks
 from npuscope.analysis.wait_evidence import wait_evidence
+from npuscope.capture.run_record import RUN_RECORD, find_run_record, read_run_record
+from npuscope.capture.spec import CaptureError
 from npuscope.fixtures.demo_profile import DEMO_ROOT
 from npuscope.parsers import FrameCache, Profile, ProfileError
 from npuscope.parsers.training import TrainingViews
@@ -91,6 +93,7 @@ from ..widgets.mini_timeline import MiniTimeline
 from ..widgets.steps_pane import StepsPane
 from ..widgets.view_pane import ViewPane, parsed
 from .capture_screen import CaptureScreen
+from .experiment_screen import ExperimentScreen
 from .finding_screen import FindingScreen
 from .path_prompt import PathPrompt
 from .pick_screen import PickScreen
@@ -186,6 +189,7 @@ class MainScreen(Screen[None]):
         Binding("v", "card_spread", "Cards view", show=False),
         Binding("C", "compare", "Compare with…", show=False),
         Binding("c", "capture", "Capture"),
+        Binding("x", "experiment", "Experiment: capture this run again with the finding's change", show=False),
         Binding("+,=", "timeline('zoom_in')", "Timeline: zoom in", show=False),
         Binding("-", "timeline('zoom_out')", "Timeline: zoom out", show=False),
         Binding("<", "timeline('pan_left')", "Timeline: pan left", show=False),
@@ -826,6 +830,28 @@ class MainScreen(Screen[None]):
     def action_capture(self) -> None:
         settings = explorer(self.app).settings
         self.app.push_screen(CaptureScreen(ssh_config=settings.ssh_config, remote_root=settings.remote_root))
+
+    def action_experiment(self) -> None:
+        """`x`: capture the open run again with the highlighted finding's change (a folder
+        `npuscope capture` fetched: its run record says where and how)."""
+        if not self.profile:
+            return
+        folder = find_run_record(self.profile.path.expanduser().resolve())
+        if folder is None:
+            self.notify(
+                f"{self.profile.path.name}: no run record ({RUN_RECORD}): an experiment captures again a run "
+                "`npuscope capture` or the capture screen (c) fetched",
+                title="Experiment",
+                severity="warning",
+                markup=False,
+            )
+            return
+        try:
+            record = read_run_record(folder)
+        except CaptureError as exc:
+            self.notify(str(exc), title="Experiment", severity="warning", markup=False)
+            return
+        self.app.push_screen(ExperimentScreen(folder, record, self.query_one(CardsPane).highlighted_finding()))
 
     def action_sql(self) -> None:
         """`:`: a SQL query over the open profile's tables, its result in a table (sql_screen.py)."""
