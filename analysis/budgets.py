@@ -37,6 +37,7 @@ from .waits import CAUSES
 
 SCHEMA = "npuscope.gate/1"
 
+
 FIGURES: dict[str, str] = {
     "step_time": "step_mean_us",
     "device_time": "device_us",

@@ -3,7 +3,7 @@
 A small SQLite file under the user's data folder: $NPUSCOPE_RUNS_DB when set (`off` turns the
 registry off), else $XDG_DATA_HOME/npuscope/runs.db, else ~/.local/share/npuscope/runs.db.
 One row per run (a capture folder, or a file, with the capture chosen in it): the first time it
-was seen, the last, how (`captured`, `experiment`, `report`, `opened`), the host and command it
+was seen, the last, how (`captured`, `experiment`, `report`, `opened`, `gate`), the host and command it
 ran with, the change an experiment made, and its headline figures (analysis/headline.py), which
 are replaced each time the run is read again. A baseline is a name for a run's path.
 
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 ENV = "NPUSCOPE_RUNS_DB"
 OFF = "off"
 SCHEMA_VERSION = 1
-KINDS = ("captured", "experiment", "report", "opened")
+KINDS = ("captured", "experiment", "report", "opened", "gate")
 _TIMEOUT_S = 2.0  # another npuscope writing: wait this long, then give up with a note
 
 _SCHEMA = """

@@ -115,7 +115,12 @@ def run_experiment(args: argparse.Namespace) -> int:
     base = analysis_for_command(args.run, no_cache=args.no_cache, thresholds=thresholds)
     new = analysis_for_command(str(outcome.folder), no_cache=args.no_cache, thresholds=thresholds)
     result = measure(
-        base, new, change, min_change_pct=args.min_change, base_path=args.run, new_path=str(outcome.folder)
+        base,
+        new,
+        change,
+        min_change_pct=args.min_change,
+        base_path=str(Path(args.run).expanduser().resolve()),
+        new_path=str(outcome.folder),
     )
     note_run(args.run, kind="captured", analysis=base)
     note_run(outcome.folder, kind="experiment", analysis=new, spec=spec, change=change.text)

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
+
+from .recording import note_run
 
 DESCRIPTION = (
     "Check the run NEW against the budgets of a TOML file (--budgets): [step_time], "
@@ -20,11 +23,33 @@ DESCRIPTION = (
     "listed as not measured and does not break. JSON follows the npuscope.gate/1 schema. Exit 0 "
     "when every budget holds, 1 when one broke, 2 on bad input."
 )
+EXAMPLE = """\
+# budgets.toml: what every new run is held to
+[step_time]                 # mean step time (per step, the slowest card's)
+max_us = 90000              # microseconds
+max_increase_pct = 5        # at most 5% over the --baseline run's
+
+[exposed_communication]     # communication not overlapped by compute, mean per step
+max_us = 2000
+
+[wait.recompilation]        # wait of this cause, every card summed
+max_us = 150000
+
+[op_type.TransData]         # share of the compute time (op_statistic)
+max_share_pct = 25
+"""
+"""A budgets file, as README and `npuscope gate --help` show it."""
 EPILOG = "Example: npuscope gate runs/new --budgets budgets.toml --baseline @main"
 
 
 def add_gate_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("gate", help="check a run against budgets (a CI gate)", description=DESCRIPTION, epilog=EPILOG)
+    p = sub.add_parser(
+        "gate",
+        help="check a run against budgets (a CI gate)",
+        description=textwrap.fill(DESCRIPTION, 78),
+        epilog=f"{EPILOG}\n\nA budgets file:\n\n{EXAMPLE}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("new", metavar="NEW", help="the profile folder or file to check, or @NAME: a baseline")
     p.add_argument("--budgets", metavar="FILE", required=True, help="the budgets file (TOML)")
     p.add_argument(
@@ -71,6 +96,7 @@ def run_gate(args: argparse.Namespace) -> int:
             )
         )
     results = check_budgets(budgets, new, base)
+    note_run(new_path, kind="gate", figures=new)
     where = {"run": new_path, "baseline": base_path, "budgets_file": args.budgets}
     if args.format == "json":
         sys.stdout.write(orjson.dumps(gate_json(results, **where), option=orjson.OPT_INDENT_2).decode() + "\n")

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from npuscope.analysis.headline import Headline
     from npuscope.analysis.session import Analysis
     from npuscope.capture.spec import CaptureSpec
 
@@ -17,11 +18,12 @@ def note_run(
     *,
     kind: str,
     analysis: Analysis | None = None,
+    figures: Headline | None = None,
     spec: CaptureSpec | None = None,
     capture: str = "",
     change: str | None = None,
 ) -> None:
-    """Record the run at `path`: its headline figures when `analysis` is given, the host,
+    """Record the run at `path`: its headline figures (`figures`, or those of `analysis`), the host,
     command and change of the capture `spec` made it (`change` instead of the spec's)."""
     from npuscope.analysis import run_registry
     from npuscope.analysis.headline import headline
@@ -34,7 +36,7 @@ def note_run(
     problem = run_registry.record_run(
         path,
         kind=kind,
-        headline=headline(analysis) if analysis is not None else None,
+        headline=headline(analysis) if analysis is not None else figures,
         host=host,
         command=command,
         change=made if change is None else change,

@@ -12,7 +12,7 @@ SPARKS = "▁▂▃▄▅▆▇█"
 
 RUNS_DESCRIPTION = (
     "List the runs recorded so far, oldest first: every profile `report` read, the explorer "
-    "opened, `capture` fetched or `experiment` made, with when, how, the host and change, the "
+    "opened, `capture` fetched, `experiment` made or `gate` checked, with when, how, the host and change, the "
     "mean step time and device time, and the step-time trend. The registry is "
     "$NPUSCOPE_RUNS_DB, else $XDG_DATA_HOME/npuscope/runs.db, else "
     "~/.local/share/npuscope/runs.db; NPUSCOPE_RUNS_DB=off records nothing. JSON follows the "

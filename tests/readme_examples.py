@@ -6,6 +6,8 @@ on the line before its fence, saying how its text is made or that it is not outp
         block may begin with the command as typed, `$ npuscope report ...  # a comment`
     <!-- example: npuscope compare base/ new/ (in recompile-pair) -->
         the same, run in the folder of a generated profile (PROFILES below)
+    <!-- example: npuscope gate demo/ --budgets budgets.toml (in budgets, exit 1) -->
+        the same, a command that must end with that exit code
     <!-- example: explorer demo 80x24 keys=w -->
         the explorer's screen text at that size, in Textual's Pilot, once the profile is loaded
         and the keys (comma-separated Textual key names) are pressed; `demo` or a PROFILES name
@@ -52,7 +54,7 @@ GAP = "..."
 
 MARKER = re.compile(r"^<!-- (example|not output): (.+?) -->\s*$")
 FENCE = re.compile(r"^(```+|~~~+)(.*)$")
-IN_PROFILE = re.compile(r"^(.*?)\s+\(in ([\w-]+)\)$")
+IN_PROFILE = re.compile(r"^(.*?)\s+\(in ([\w-]+)(?:, exit (\d+))?\)$")
 SIZE = re.compile(r"^(\d+)x(\d+)$")
 
 
@@ -294,6 +296,15 @@ def _recompile_pair(root: Path) -> Path:
     return root
 
 
+def _budgets(root: Path) -> Path:
+    """The bundled demo as `demo/` beside README's budgets file (npuscope gate's EXAMPLE)."""
+    from npuscope.gate_cmd import EXAMPLE
+
+    (root / "demo").symlink_to(_demo(root), target_is_directory=True)
+    (root / "budgets.toml").write_text(EXAMPLE)
+    return root
+
+
 @dataclass(frozen=True)
 class Profile:
     build: Callable[[Path], Path]
@@ -304,6 +315,7 @@ PROFILES = {
     "demo": Profile(_demo),
     "cluster-4": Profile(_cluster_4, cluster=True),
     "recompile-pair": Profile(_recompile_pair),
+    "budgets": Profile(_budgets),
 }
 
 
@@ -335,14 +347,15 @@ class Workspace:
         return path
 
 
-def command_of(spec: str) -> tuple[str, str | None]:
-    """An example's command and the profile it runs in (None: an empty folder)."""
+def command_of(spec: str) -> tuple[str, str | None, int]:
+    """An example's command, the profile it runs in (None: an empty folder) and the exit code
+    it must end with (0 unless the marker says `, exit N`)."""
     m = IN_PROFILE.match(spec)
-    return (m.group(1), m.group(2)) if m else (spec, None)
+    return (m.group(1), m.group(2), int(m.group(3) or 0)) if m else (spec, None, 0)
 
 
 def run_cli(spec: str, ws: Workspace) -> list[str]:
-    command, profile = command_of(spec)
+    command, profile, code = command_of(spec)
     argv = shlex.split(command)
     if argv[:1] != ["npuscope"]:
         raise ExampleError(f"not an npuscope command: {command}")
@@ -358,9 +371,9 @@ def run_cli(spec: str, ws: Workspace) -> list[str]:
         text=True,
         timeout=300,
     )
-    if res.returncode != 0:
+    if res.returncode != code:
         tail = "\n".join(res.stderr.splitlines()[-15:])
-        raise ExampleError(f"`{command}` exited {res.returncode}:\n{tail}")
+        raise ExampleError(f"`{command}` exited {res.returncode}, not {code}:\n{tail}")
     return res.stdout.splitlines()
 
 
@@ -459,7 +472,7 @@ def prompt_problem(block: Block) -> str | None:
     if not prompt:
         return None
     typed = re.sub(r"\s+#.*$", "", prompt[0][2:]).strip()
-    command, _ = command_of(block.spec)
+    command, _, _ = command_of(block.spec)
     return None if typed == command else f"the block shows `$ {typed}` but its marker runs `{command}`"
 
 
