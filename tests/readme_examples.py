@@ -362,6 +362,7 @@ def run_cli(spec: str, ws: Workspace) -> list[str]:
     cwd = ws.profile(profile) if profile else ws.fresh("cwd")
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NPUSCOPE_CACHE_DIR")}
     env["NPUSCOPE_CACHE_DIR"] = str(ws.fresh("cache"))
+    env["NPUSCOPE_RUNS_DB"] = "off"  # the examples are not runs of the user's
     res = subprocess.run(
         [sys.executable, "-m", "npuscope", *argv[1:]],
         cwd=cwd,
