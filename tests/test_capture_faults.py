@@ -32,6 +32,7 @@ from pathlib import Path
 import pytest
 from sshd_server import HOST, start_sshd
 
+from npuscope.capture.run_record import RUN_RECORD
 from npuscope.capture.runs import upload_script
 from npuscope.capture.transport import SshTransport, ssh_problem
 from npuscope.capture.upload import files_tar
@@ -116,6 +117,7 @@ def assert_fetched_whole(res: subprocess.CompletedProcess, run: Path, out: Path)
         if p.is_file() and "/data/" not in str(p)
     }
     want["npuscope_capture.log"] = (run / "log").read_bytes()
+    assert json.loads(got.pop(RUN_RECORD))["schema"] == "npuscope.run/1"  # how it was captured
     assert sorted(got) == sorted(want)
     assert all(got[name] == want[name] for name in want), "a fetched file differs from the host's"
     assert (run / "fetched").read_text().strip() == str(folder)

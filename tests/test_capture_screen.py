@@ -17,6 +17,7 @@ import pytest
 from pilot_helpers import wait_loaded
 from textual import events
 
+from npuscope.analysis.run_registry import list_runs
 from npuscope.capture import session
 from npuscope.capture.hosts import load_remembered, remember
 from npuscope.capture.spec import CaptureError, CaptureSpec, spec_from_form
@@ -153,6 +154,8 @@ async def test_local_capture_opens_in_the_explorer_and_is_remembered(tmp_path):
         assert any("step" in line for line in log.lines)  # the job's log was streamed
         assert screen.phase == "open"
         assert load_remembered("local")["command"] == command
+        run = {r.path: r for r in list_runs()}[str(folder.resolve())]  # in the runs registry
+        assert run.kind == "captured" and run.host == "local" and str(TINY) in run.command
 
         # Reopened: the last host and its values are filled in.
         await pilot.press("c")

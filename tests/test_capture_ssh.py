@@ -448,7 +448,7 @@ def test_two_hosts_with_distributed_launch_capture_every_rank(sshd, remote, tmp_
     assert both.returncode == 0, both.stderr
     folder = Path(both.stdout.strip().splitlines()[-1])
     assert folder.name.startswith(f"{HOST}+1-")
-    assert sorted(p.name for p in folder.iterdir()) == sorted([HOST, "local"])
+    assert sorted(p.name for p in folder.iterdir()) == sorted([HOST, "local", "npuscope_run.json"])
     for host in (HOST, "local"):
         assert sorted(p.parent.name for p in (folder / host).glob("rank_*/*.paddle_trace.json")) == ["rank_0", "rank_1"]
     profile = open_profile(folder)

@@ -34,10 +34,12 @@ from textual.widgets.option_list import Option
 from textual.widgets.select import NoSelection
 from textual.worker import Worker
 
+from npuscope.analysis.run_registry import record_run
 from npuscope.capture import hosts as remembered
 from npuscope.capture import session
 from npuscope.capture import spec as capture_spec
 from npuscope.capture.events import PHASES, Event, LogLine, PhaseStarted, Progressed, RunStarted
+from npuscope.capture.run_record import change_text
 from npuscope.capture.runs import RunInfo
 
 from ..explorer import explorer
@@ -403,6 +405,15 @@ class CaptureScreen(Screen[None]):
                 remembered.remember(",".join(spec.all_hosts()), values)
             except OSError as exc:
                 self.notify(f"the form was not remembered: {exc}", severity="warning", markup=False)
+        problem = record_run(
+            outcome.folder,
+            kind="captured",
+            host=",".join(spec.all_hosts()),
+            command=" ".join(spec.command),
+            change=change_text(spec),
+        )
+        if problem:
+            self.notify(problem, title="Runs registry", severity="warning", markup=False)
         self.set_status(f"fetched into {outcome.folder}; opening it")
         self.app.notify(f"Captured on {', '.join(spec.all_hosts())}: {outcome.folder}", title="Capture", markup=False)
         self.app.post_message(LoadRequested(outcome.folder))
