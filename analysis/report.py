@@ -176,11 +176,20 @@ def render(report: dict[str, Any], fmt: str) -> str:
             at_stake = f"{f['time_us']:,.0f} us" if f["time_us"] else "-"
             if f.get("view"):  # a training-level finding: its rows are in that section below
                 at_stake += f" (see {VIEW_SECTIONS.get(f['view'], f['view'])})"
+            tried = "; ".join(
+                f"npuscope experiment RUN --env {a['key']}={a['value']} ({a['framework']})"
+                for a in f.get("actions") or ()
+            )
             if md:
-                out.append(f"- **{sev}** `{f['rule']}`: {f['title']}{conf}. At stake: {at_stake}. {f['advice']}")
+                try_md = f" Try: `{tried}`." if tried else ""
+                out.append(
+                    f"- **{sev}** `{f['rule']}`: {f['title']}{conf}. At stake: {at_stake}. {f['advice']}{try_md}"
+                )
             else:
                 out.append(f"  [{sev}] {f['rule']}: {f['title']}{conf}")
                 out.append(f"         at stake {at_stake}; {f['advice']}")
+                if tried:
+                    out.append(f"         try: {tried}")
         out.append("")
         out.append("### Op statistics" if md else "Op statistics")
         rows = [op_stat_cells(r) for r in card["op_statistic"][: report["top"]]]

@@ -63,11 +63,17 @@ def sshd(tmp_path_factory):
 # one test at a time, near the start of every worker's run, and the other modules that spend
 # long waiting or on one fixture with them; a module's other tests keep their order, and a test
 # is only put between two modules, never inside one (a module-scoped fixture is set up once).
-SPREAD = ("test_capture_ssh.py", "test_capture_screen.py", "test_explorer_matches_report.py")
+SPREAD = (
+    "test_capture_ssh.py",
+    "test_capture_screen.py",
+    "test_explorer_matches_report.py",
+    "test_experiment_screen.py",
+)
 # Moved whole: one fixture for the module, or tmux sessions on the default server (a server
 # ends with its last session: never two of these tests at once), or Dask schedulers and workers
-# (~100 s, its checks that nothing is left running look at the whole machine)
-WHOLE = ("test_bootstrap.py", "test_load_tmux.py", "test_e2e_tmux.py", "test_dask_cluster.py")
+# (~100 s, its checks that nothing is left running look at the whole machine), or one captured
+# base run its experiments repeat (~35 s)
+WHOLE = ("test_bootstrap.py", "test_load_tmux.py", "test_e2e_tmux.py", "test_dask_cluster.py", "test_experiment.py")
 SHARED = ("window_capture",)  # module fixtures a few tests of a SPREAD module read: kept together
 
 
