@@ -10,6 +10,7 @@ from functools import cached_property
 import polars as pl
 
 from npuscope.parsers import Profile
+from npuscope.parsers.by_card import card_rows, per_frame
 from npuscope.parsers.device_info import DeviceInfo
 from npuscope.parsers.frames import is_communication
 
@@ -39,6 +40,19 @@ class CardData:
     profile: Profile | None = None  # the capture: PMU ratios of the card
     kind: DeviceKind = "NPU"  # the capture's device (analysis/device_kind.py): picks rules and words
     devices: Mapping[str, DeviceInfo] = field(default_factory=dict)  # core counts read with the capture
+    # The frames of every card `tasks` and `stat` were taken from (diagnose's), or None: the
+    # rows a rule selects are then filtered once over every card and split by card
+    # (parsers/by_card.py), not filtered card by card.
+    every_tasks: pl.DataFrame | None = None
+    every_stat: pl.DataFrame | None = None
+
+    def rows(self, where: pl.Expr) -> pl.DataFrame:
+        """The card's tasks where `where` holds."""
+        return _selected(self.tasks, self.every_tasks, self.card, where)
+
+    def stat_rows(self, where: pl.Expr) -> pl.DataFrame:
+        """The card's op statistics rows where `where` holds."""
+        return _selected(self.stat, self.every_stat, self.card, where)
 
     @property
     def device(self) -> DeviceInfo | None:
@@ -54,10 +68,12 @@ class CardData:
         if th.bound_min_pct not in self._bounds:
             out: dict[str, str] = {}
             if self.profile is not None and self.profile.pmu_columns:
-                tasks = self.profile.tasks
-                if self.profile.cards != (self.card,):
-                    tasks = tasks.filter(pl.col("card") == self.card)
-                frame = op_type_bounds(tasks, th.bound_min_pct, ("op_type",))
+                # Every card's bounds in one grouped pass, kept while the profile's tasks live.
+                min_pct = th.bound_min_pct
+                every = per_frame(
+                    self.profile.tasks, f"op_type_bounds:{min_pct!r}", lambda t: op_type_bounds(t, min_pct)
+                )
+                frame = card_rows(every, self.card)
                 out = {r[0]: r[1] for r in frame.select("op_type", "bound").iter_rows() if r[0] is not None}
             self._bounds[th.bound_min_pct] = out
         return self._bounds[th.bound_min_pct]
@@ -67,12 +83,12 @@ class CardData:
         """Op types of the application's own kernels on this card (Ascend C kernels: NPU only)."""
         if self.kind != "NPU":
             return frozenset()
-        return frozenset(self.tasks.filter(custom_kernel())["op_type"].unique().to_list())
+        return frozenset(self.rows(custom_kernel())["op_type"].unique().to_list())
 
     @cached_property
     def compute(self) -> pl.DataFrame:
         """Operator tasks: collectives are judged by communication analysis, not these rules."""
-        return self.tasks.filter(~is_communication())
+        return self.rows(~is_communication())
 
     @cached_property
     def compute_us(self) -> float:
@@ -81,6 +97,16 @@ class CardData:
     @property
     def wait_us(self) -> float:
         return float(self.tasks["wait_us"].sum() or 0.0)
+
+
+def _selected(mine: pl.DataFrame, every: pl.DataFrame | None, card: str, where: pl.Expr) -> pl.DataFrame:
+    """`mine.filter(where)`; from one filter of `every` (kept while it lives) when given. The
+    expression's serialized form (its columns, operators and every literal; its text shortens
+    long lists) is the key: the same bytes, the same rows."""
+    if every is None:
+        return mine.filter(where)
+    key = ("rows", where.meta.serialize(format="binary"))
+    return card_rows(per_frame(every, key, lambda f: f.filter(where)), card)
 
 
 def share(part: float, whole: float) -> float:

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 
 import orjson
 import polars as pl
 
 from npuscope.parsers import FrameCache, Profile
+from npuscope.parsers.by_card import card_rows
 from npuscope.parsers.cache import source_digest
 from npuscope.parsers.capture_extras import CaptureExtras, capture_extras
 from npuscope.parsers.device_info import DeviceInfo
@@ -64,7 +66,15 @@ class Diagnosis:
     devices: Mapping[str, DeviceInfo] = field(default_factory=dict)  # each card's core counts, when told
 
     def for_card(self, card: str) -> tuple[Finding, ...]:
-        return tuple(f for f in self.findings if f.card == card)
+        return self._by_card.get(card, ())
+
+    @cached_property
+    def _by_card(self) -> dict[str, tuple[Finding, ...]]:
+        """The findings of each card, in order: one pass, however many cards are asked for."""
+        got: dict[str, list[Finding]] = {}
+        for f in self.findings:
+            got.setdefault(f.card, []).append(f)
+        return {card: tuple(fs) for card, fs in got.items()}
 
     def with_findings(self, extra: Iterable[Finding]) -> Diagnosis:
         """The same diagnosis with `extra` findings (the training-level ones) added, all of
@@ -184,8 +194,8 @@ def _findings(
     for card in wanted:
         d = CardData(
             card=card,
-            tasks=slim if profile.cards == (card,) else slim.filter(pl.col("card") == card),
-            stat=profile.op_statistic.filter(pl.col("card") == card),
+            tasks=slim if profile.cards == (card,) else card_rows(slim, card),
+            stat=card_rows(profile.op_statistic, card),
             has_timeline=profile.has_timeline,
             compile_events=compile_events.get(card, 0) + compile_events.get("host", 0),
             statistic_derived=profile.statistic_derived,
@@ -195,6 +205,8 @@ def _findings(
             profile=profile,
             kind=kind,
             devices=extras.devices,
+            every_tasks=slim,
+            every_stat=profile.op_statistic,
         )
         for rule in rules_for(kind):
             findings.extend(rule(d, th))

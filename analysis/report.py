@@ -12,6 +12,7 @@ from typing import Any
 import polars as pl
 
 from npuscope.parsers import Profile
+from npuscope.parsers.by_card import card_rows
 from npuscope.parsers.training import TrainingViews, empty_views
 from npuscope.text import printable
 
@@ -95,14 +96,13 @@ def build_report(
     by the caller) gives the training-level keys, empty without them."""
     views = views if views is not None else empty_views()
     cards = []
+    # The bound type of each op type on each card, from its tasks' PMU ratios (analysis/bound.py).
+    min_pct = diagnosis.thresholds.bound_min_pct
+    bounded = with_bound(profile.op_statistic, diagnosis.tasks, min_pct)
     for card in diagnosis.cards:
-        t = diagnosis.tasks.select("row", *ROW_KEYS, "wait_cause", "card").filter(pl.col("card") == card)
-        stat = profile.op_statistic.filter(pl.col("card") == card).sort(
-            ["total_us", "op_type"], descending=[True, False]
-        )
-        # The bound type of each op type, from its tasks' PMU ratios (analysis/bound.py).
-        of_card = diagnosis.tasks if profile.cards == (card,) else diagnosis.tasks.filter(pl.col("card") == card)
-        stat = with_bound(stat, of_card, diagnosis.thresholds.bound_min_pct)
+        of_card = diagnosis.tasks if profile.cards == (card,) else card_rows(diagnosis.tasks, card)
+        t = of_card.select("row", *ROW_KEYS, "wait_cause", "card")
+        stat = card_rows(bounded, card).sort(["total_us", "op_type"], descending=[True, False])
         cards.append(
             {
                 "card": card,

@@ -10,6 +10,7 @@ from collections.abc import Callable
 import polars as pl
 
 from npuscope.parsers.columns import UNKNOWN
+from npuscope.parsers.frames import is_communication
 
 from .advice import CUSTOM_KERNEL, DOMINANT_ACLNN, DOMINANT_INFO, DOMINANT_WARNING, advice
 from .bound import BOUND_WORDS, MIXED, UNKNOWN_BOUND
@@ -24,14 +25,14 @@ from .thresholds import Thresholds
 def dominant_op_type(d: CardData, th: Thresholds) -> list[Finding]:
     out = []
     # An unknown type (torch_npu Level0) is every op at once: its share says nothing.
-    big = d.stat.filter((pl.col("ratio_pct") >= th.dominant_ratio_pct) & (pl.col("op_type") != UNKNOWN))
+    big = d.stat_rows((pl.col("ratio_pct") >= th.dominant_ratio_pct) & (pl.col("op_type") != UNKNOWN))
     for row in big.iter_rows(named=True):
         if d.kind == "NPU":
             matrix = bool(re.match(MATRIX_TYPES, row["op_type"] or "")) and row["core_type"] in MATRIX_CORES
         else:  # framework op names (Paddle: matmul, conv2d, Global_MatmulGradNode): no core types
             matrix = bool(re.search(HOST_MATRIX_TYPES, row["op_type"] or ""))
         custom = row["op_type"] in d.custom_types
-        of_type = d.tasks.filter(pl.col("op_type") == row["op_type"])
+        of_type = d.rows(pl.col("op_type") == row["op_type"])
         title = f"{row['op_type']} ({row['core_type']}) takes {row['ratio_pct']:.1f}% of compute"
         if custom:  # the application's own kernel: what bounds it is the lead, not recompilation
             bound = d.bounds(th).get(row["op_type"], UNKNOWN_BOUND)
@@ -96,7 +97,7 @@ def long_task(d: CardData, th: Thresholds) -> list[Finding]:
     return _duration_findings(
         d,
         th,
-        d.compute.filter(pl.col("duration_us") > th.long_task_us),
+        d.rows(~is_communication() & (pl.col("duration_us") > th.long_task_us)),
         LONG_TASK,
         lambda op_type, n, rows: f"{n:,} {_kind(op_type)} longer than {th.long_task_us:g} us",
         f"Task Duration > {th.long_task_us:g} us",
@@ -109,7 +110,7 @@ def _kind(op_type: str) -> str:
 
 
 def duration_outlier(d: CardData, th: Thresholds) -> list[Finding]:
-    flagged = d.stat.filter(
+    flagged = d.stat_rows(
         (pl.col("op_type") != UNKNOWN)
         & (pl.col("count") >= th.outlier_min_calls)
         & (pl.col("max_us") >= th.outlier_max_over_avg * pl.col("avg_us"))
@@ -150,16 +151,16 @@ def ai_cpu(d: CardData, th: Thresholds) -> list[Finding]:
         inputs = f" (inputs {', '.join(dtypes)})" if dtypes else ""
         return f"{op_type} runs on AI_CPU: {n} task(s) over {th.ai_cpu_us:g} us{inputs}"
 
-    slow = d.tasks.filter((pl.col("task_type") == "AI_CPU") & (pl.col("duration_us") > th.ai_cpu_us))
+    slow = d.rows((pl.col("task_type") == "AI_CPU") & (pl.col("duration_us") > th.ai_cpu_us))
     return _duration_findings(d, th, slow, AI_CPU, title, f"AI_CPU Task Duration > {th.ai_cpu_us:g} us")
 
 
 def aclop_share(d: CardData, th: Thresholds) -> list[Finding]:
     # An application's own kernels are neither aclop nor aclnn: left out of both counts.
-    compute = d.tasks.filter(operator_tasks())
+    compute = d.rows(operator_tasks())
     if compute.height == 0:  # host-only traces (Paddle on CPU), custom kernels only: no aclop / aclnn
         return []
-    aclop = compute.filter(aclop_tasks())
+    aclop = d.rows(aclop_tasks())  # aclop tasks are operator tasks
     if aclop.height == 0:  # every operator is aclnn: nothing compiles online, nothing to migrate
         return []
     aclop_t = float(aclop["duration_us"].sum() or 0.0)
@@ -196,7 +197,7 @@ def low_parallelism(d: CardData, th: Thresholds) -> list[Finding]:
         return []
     aic, aiv = dev.ai_core_num, dev.aiv_num or dev.ai_core_num
     cores = pl.when(pl.col("task_type").is_in(MATRIX_CORES)).then(pl.lit(aic)).otherwise(pl.lit(aiv))
-    low = d.tasks.filter(
+    low = d.rows(
         pl.col("task_type").is_in(CORE_TASKS).fill_null(False)
         & (pl.col("block_num") > 0).fill_null(False)
         & (pl.col("block_num") * 100.0 < cores * th.low_block_pct)

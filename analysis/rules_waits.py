@@ -17,7 +17,7 @@ from .thresholds import Thresholds
 
 def _wait_findings(d: CardData, th: Thresholds, cause: str, rule: str, title: str) -> list[Finding]:
     """One finding of `rule` per op type of the tasks whose wait has `cause`."""
-    rows_all = d.tasks.filter(pl.col("wait_cause") == cause)
+    rows_all = d.rows(pl.col("wait_cause") == cause)
     if rule == RECOMPILATION and d.custom_types:
         # An application's own kernel is built ahead of time, never online: without a
         # timeline, "first call of an aclop shape" says nothing about it, so only a compile
@@ -95,7 +95,7 @@ def host_op_wait(d: CardData, th: Thresholds) -> list[Finding]:
 
 def communication_wait(d: CardData, th: Thresholds) -> list[Finding]:
     """Long waits inside a collective of the card or before one: communication, never the host's."""
-    rows = d.tasks.filter(pl.col("wait_cause") == "communication")
+    rows = d.rows(pl.col("wait_cause") == "communication")
     if rows.height == 0:
         return []
     total = float(rows["wait_us"].sum() or 0.0)

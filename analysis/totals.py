@@ -31,6 +31,7 @@ from typing import Any
 import polars as pl
 
 from npuscope.parsers import Profile
+from npuscope.parsers.by_card import per_frame
 from npuscope.parsers.frames import is_communication
 
 from .waits import CAUSES
@@ -90,23 +91,37 @@ def card_summary(profile: Profile, tasks: pl.DataFrame, card: str) -> dict[str, 
         "communication_us": round(v["communication_us"], 3),
         "wait_us": round(v["wait_us"], 3),
         "span_us": None if span is None else round(span / 1000, 3),
-        "op_types": op_type_count(profile.op_statistic.filter(pl.col("card") == card)),
+        "op_types": per_frame(profile.op_statistic, "op_types", _op_types).get(card, 0),
     }
 
 
-def card_totals(profile: Profile, tasks: pl.DataFrame, cards: tuple[str, ...]) -> dict[str, dict[str, float]]:
-    """Per card: the TOTAL_KEYS values. `tasks` may carry `wait_cause` (from a diagnosis)."""
+def _op_types(stat: pl.DataFrame) -> dict[str, int]:
+    """Card -> distinct OP Type values of its op statistics rows."""
+    counted = stat.group_by("card").agg(pl.col("op_type").n_unique())
+    return {str(c): int(n) for c, n in counted.iter_rows() if c is not None}
+
+
+def _task_sums(tasks: pl.DataFrame) -> dict[str, dict[str, Any]]:
+    """Card -> tasks, compute, communication and wait sums (by cause, when `tasks` has causes)."""
     has_cause = "wait_cause" in tasks.columns
-    cols = ["card", "task_type", "duration_us", "wait_us"] + (["wait_cause"] if has_cause else [])
-    t = tasks.select(cols).filter(pl.col("card").is_in(list(cards)))
     wait = pl.col("wait_us").fill_null(0.0)
     aggs = [pl.len().alias("tasks"), *compute_sums()]
     if has_cause:
         aggs += [wait.filter(pl.col("wait_cause") == c).sum().alias(f"wait_{c}_us") for c in CAUSES]
         aggs.append(wait.filter(pl.col("wait_cause").is_null()).sum().alias("wait_short_us"))
-    got = {r["card"]: r for r in t.group_by("card").agg(aggs).iter_rows(named=True)}
-    stat = profile.op_statistic.filter(pl.col("card").is_in(list(cards))).group_by("card").agg(pl.col("total_us").sum())
-    stat_total: dict[str, float | None] = dict(stat.iter_rows())
+    return {r["card"]: r for r in tasks.group_by("card").agg(aggs).iter_rows(named=True)}
+
+
+def _statistic_sums(stat: pl.DataFrame) -> dict[str, float | None]:
+    return dict(stat.group_by("card").agg(pl.col("total_us").sum()).iter_rows())
+
+
+def card_totals(profile: Profile, tasks: pl.DataFrame, cards: tuple[str, ...]) -> dict[str, dict[str, float]]:
+    """Per card: the TOTAL_KEYS values. `tasks` may carry `wait_cause` (from a diagnosis).
+    Every card's sums come from one grouped pass over `tasks`, kept while the frame lives."""
+    has_cause = "wait_cause" in tasks.columns
+    got = per_frame(tasks, "task_sums", _task_sums)
+    stat_total = per_frame(profile.op_statistic, "statistic_sums", _statistic_sums)
     out = {}
     for card in cards:
         r = got.get(card)

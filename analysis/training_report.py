@@ -12,6 +12,7 @@ from typing import Any
 
 import polars as pl
 
+from npuscope.parsers.by_card import card_or_host_rows
 from npuscope.parsers.training import TrainingViews
 
 from .table import Table, rounded
@@ -19,9 +20,7 @@ from .table import Table, rounded
 WHOLE_CAPTURE = "all"  # the step of a row that covers the whole capture (no step boundaries)
 
 
-def _of_card(frame: pl.DataFrame, card: str) -> pl.DataFrame:
-    mine = frame.filter(pl.col("card") == card)
-    return mine if mine.height else frame.filter(pl.col("card") == "host")
+_of_card = card_or_host_rows
 
 
 def _num(v: object) -> float | None:
@@ -29,6 +28,8 @@ def _num(v: object) -> float | None:
 
 
 def _steps(frame: pl.DataFrame) -> list[dict[str, Any]]:
+    if frame.height == 0:
+        return []
     keys = ("step_us", "compute_us", "communication_us", "comm_not_overlapped_us", "overlapped_us", "free_us")
     rows = frame.sort("step", nulls_last=False, maintain_order=True)
     return [
@@ -73,6 +74,8 @@ def per_op_type(frame: pl.DataFrame, *extra: pl.Expr) -> pl.DataFrame:
 
 
 def _communication(frame: pl.DataFrame) -> list[dict[str, Any]]:
+    if frame.height == 0:
+        return []
     per = per_op_type(frame)
     keys = ("total_us", "transit_us", "wait_us", "sync_us", "size_mb", "bandwidth_gbps")
     return [
@@ -82,6 +85,8 @@ def _communication(frame: pl.DataFrame) -> list[dict[str, Any]]:
 
 
 def _links(frame: pl.DataFrame) -> list[dict[str, Any]]:
+    if frame.height == 0:
+        return []
     rows = frame.sort(["group", "src", "dst", "transport"], nulls_last=True, maintain_order=True)
     return [
         {
@@ -97,6 +102,8 @@ def _links(frame: pl.DataFrame) -> list[dict[str, Any]]:
 
 
 def _host_api(frame: pl.DataFrame) -> list[dict[str, Any]]:
+    if frame.height == 0:
+        return []
     per = (
         frame.group_by("api")
         .agg(pl.col("count").sum(), pl.col("total_us").sum(), pl.col("max_us").max())
@@ -119,7 +126,11 @@ def _host_api(frame: pl.DataFrame) -> list[dict[str, Any]]:
 
 def _memory(peaks: pl.DataFrame, top_ops: pl.DataFrame, top: int) -> dict[str, Any]:
     row = peaks.row(0, named=True) if peaks.height else {}
-    ops = top_ops.sort(["size_mb", "op_name"], descending=[True, False], nulls_last=True).head(top)
+    ops = (
+        top_ops.sort(["size_mb", "op_name"], descending=[True, False], nulls_last=True).head(top)
+        if top_ops.height
+        else top_ops
+    )
     return {
         "peak_allocated_mb": _num(row.get("peak_allocated_mb")),
         "peak_reserved_mb": _num(row.get("peak_reserved_mb")),

@@ -31,6 +31,7 @@ from typing import Any
 import polars as pl
 
 from npuscope.parsers import Profile
+from npuscope.parsers.by_card import card_or_host_rows, card_rows, per_frame
 from npuscope.parsers.training import TrainingViews
 from npuscope.parsers.training_files import step_number
 
@@ -95,10 +96,7 @@ def runs_on(rule: str, kind: str) -> bool:
 # ---------------------------------------------------------------------------- helpers
 
 
-def _of_card(frame: pl.DataFrame, card: str) -> pl.DataFrame:
-    """The card's rows, else the whole capture's (card `host`)."""
-    mine = frame.filter(pl.col("card") == card)
-    return mine if mine.height else frame.filter(pl.col("card") == HOST)
+_of_card = card_or_host_rows  # the card's rows, else the whole capture's (card `host`)
 
 
 def _total(frame: pl.DataFrame, column: str) -> float:
@@ -185,7 +183,7 @@ def _explained_wait(c: _Context, card: str, steps: pl.DataFrame) -> float:
     tasks = c.diagnosis.tasks
     if "wait_cause" not in tasks.columns or tasks.height == 0:
         return 0.0
-    mine = tasks.filter((pl.col("card") == card) & pl.col("wait_cause").is_in(list(EXPLAINED_CAUSES)))
+    mine = card_rows(tasks, card).filter(pl.col("wait_cause").is_in(list(EXPLAINED_CAUSES)))
     if mine.height == 0:
         return 0.0
     numbered = {s for s in steps["step"].to_list() if s is not None}
@@ -243,7 +241,7 @@ def _span(c: _Context, card: str) -> float:
     total = _step_time(_of_card(c.views.steps, card))
     if total > 0 or c.profile.time_problem is not None:
         return total
-    tasks = c.diagnosis.tasks.filter(pl.col("card") == card)
+    tasks = card_rows(c.diagnosis.tasks, card)
     if tasks.height == 0:
         return 0.0
     got = tasks.select((pl.col("start_us") + pl.col("duration_us").fill_null(0.0)).max() - pl.col("start_us").min())
@@ -258,7 +256,10 @@ def sync_heavy(c: _Context, card: str) -> list[Finding]:
     sum. Rows of the whole capture (card `host`, as msprof's api_statistic writes them) hold
     the host time of every card without rows of its own: each of them takes an even part."""
     host_api = c.views.host_api
-    api = _of_card(host_api, card).filter(pl.col("api").str.contains(SYNC_API))
+    api = _of_card(host_api, card)
+    if api.height == 0:
+        return []
+    api = api.filter(pl.col("api").str.contains(SYNC_API))
     if api.height == 0:
         return []
     per_level = api.group_by(pl.col("level").fill_null("")).agg(pl.col("total_us").sum())
@@ -360,7 +361,7 @@ def slow_rank(c: _Context, cards: tuple[str, ...]) -> list[Finding]:
         dims = slow.get(card)
         if not dims:
             continue
-        steps = c.views.steps.filter(pl.col("card") == card)
+        steps = card_rows(c.views.steps, card)
         what = "; ".join(
             f"{'most' if d.most else 'least'} {d.dimension}, {d.value_us:,.0f} us/step vs median "
             f"{d.median_us:,.0f} us (spread {d.spread_pct:.1f}% of step time)"
@@ -396,6 +397,12 @@ def _measured_links(links: pl.DataFrame, min_mb: float) -> pl.DataFrame:
     )
 
 
+def _link_medians(links: pl.DataFrame, th: Thresholds) -> pl.DataFrame:
+    """Per transport: the median bandwidth of the measured links of every card, and how many."""
+    every = _measured_links(links, th.small_packet_mb)
+    return every.group_by("transport").agg(pl.col("bandwidth_gbps").median().alias("_median"), pl.len().alias("_n"))
+
+
 def slow_link(c: _Context, card: str) -> list[Finding]:
     """Links of the card whose bandwidth is below slow_link_pct of the median of the links of
     the same transport (every card's, so one card with few links is still compared).
@@ -404,9 +411,11 @@ def slow_link(c: _Context, card: str) -> list[Finding]:
     not bandwidth (that is `small_packets`' business): both are left out, and a transport needs
     two links for a median. The time at stake is each slow link's time beyond what the median
     bandwidth would take for the same data."""
-    every = _measured_links(c.views.links, c.th.small_packet_mb)
-    medians = every.group_by("transport").agg(pl.col("bandwidth_gbps").median().alias("_median"), pl.len().alias("_n"))
-    mine = _measured_links(_of_card(c.views.links, card), c.th.small_packet_mb).join(medians, on="transport")
+    links = _of_card(c.views.links, card)
+    if links.height == 0:
+        return []
+    medians = per_frame(c.views.links, f"link_medians:{c.th.small_packet_mb!r}", lambda f: _link_medians(f, c.th))
+    mine = _measured_links(links, c.th.small_packet_mb).join(medians, on="transport")
     slow = mine.filter(
         (pl.col("_n") >= 2) & (pl.col("bandwidth_gbps") < c.th.slow_link_pct / 100.0 * pl.col("_median"))
     )
@@ -523,7 +532,10 @@ def small_packets(c: _Context, card: str) -> list[Finding]:
 
 def memory_peak(c: _Context, card: str) -> list[Finding]:
     """Peak reserved memory near the device's capacity; never without a known capacity."""
-    mem = _of_card(c.views.memory, card).filter(
+    mem = _of_card(c.views.memory, card)
+    if mem.height == 0:
+        return []
+    mem = mem.filter(
         pl.col("capacity_mb").is_not_null() & (pl.col("capacity_mb") > 0) & pl.col("peak_reserved_mb").is_not_null()
     )
     if mem.height == 0:

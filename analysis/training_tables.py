@@ -22,6 +22,7 @@ from typing import Any
 import polars as pl
 
 from npuscope.parsers import Profile
+from npuscope.parsers.by_card import card_or_host_rows
 from npuscope.parsers.steps import WINDOW_SCHEMA, step_windows
 from npuscope.parsers.training import TrainingViews
 
@@ -44,8 +45,7 @@ VIEW_SOURCES: dict[str, str] = {
 
 def of_card(frame: pl.DataFrame, card: str) -> pl.DataFrame:
     """The rows of `card`, else the whole capture's (`host`) rows."""
-    mine = frame.filter(pl.col("card") == card)
-    return mine if mine.height else frame.filter(pl.col("card") == "host")
+    return card_or_host_rows(frame, card)
 
 
 def _numbered(frame: pl.DataFrame) -> pl.DataFrame:
