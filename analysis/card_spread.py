@@ -86,7 +86,8 @@ def card_spread(
         )
         for c in cards
     )
-    slowest = max(per, key=lambda t: (t.compute_us, -cards.index(t.card))).card if per else None
+    pos = {c: i for i, c in enumerate(cards)}
+    slowest = max(per, key=lambda t: (t.compute_us, -pos[t.card])).card if per else None
     stat = (
         profile.op_statistic.filter(pl.col("card").is_in(list(cards)))
         .group_by("op_type", "core_type", "card")
@@ -98,8 +99,8 @@ def card_spread(
     ops = []
     for (op_type, core), got in by_type.items():
         vals = {c: got.get(c, 0.0) for c in cards}
-        hi = max(cards, key=lambda c: (vals[c], -cards.index(c)))
-        lo = min(cards, key=lambda c: (vals[c], cards.index(c)))
+        hi = max(cards, key=lambda c: (vals[c], -pos[c]))
+        lo = min(cards, key=lambda c: (vals[c], pos[c]))
         ops.append(OpTypeSpread(op_type, core, hi, vals[hi], lo, vals[lo], _spread(list(vals.values()))))
     ops.sort(key=lambda o: (-(o.slowest_total_us - o.fastest_total_us), o.op_type, o.core_type))
     return CardSpread(

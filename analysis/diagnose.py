@@ -17,16 +17,16 @@ import orjson
 import polars as pl
 
 from npuscope.parsers import FrameCache, Profile
-from npuscope.parsers.by_card import card_rows
 from npuscope.parsers.cache import source_digest
 from npuscope.parsers.capture_extras import CaptureExtras, capture_extras
 from npuscope.parsers.device_info import DeviceInfo
 
 from .bound import RATIO_COLUMNS
+from .card_groups import Cards
 from .device_kind import DeviceKind, device_kind
 from .findings import Finding, order
 from .fusion import fusible_findings, optimizer_findings
-from .rules import CardData, framework_of, rules_for
+from .rules import framework_of, rules_for
 from .stacks import with_stacks
 from .thresholds import Thresholds
 from .waits import attribute_waits, compile_event_counts
@@ -187,29 +187,28 @@ def _findings(
     compile_events: dict[str, int],
     kind: DeviceKind = "NPU",
 ) -> list[Finding]:
-    # The rules read these columns only; filtering fewer columns per card copies less.
-    slim = tasks.select(RULE_COLUMNS)
-    findings: list[Finding] = []
+    # The rules read these columns only, every card at once (analysis/card_groups.py).
+    stat = profile.op_statistic
+    if set(stat["card"].unique().to_list()) - set(wanted):
+        stat = stat.filter(pl.col("card").is_in(list(wanted)))
     framework = framework_of(profile.layout, profile)
-    for card in wanted:
-        d = CardData(
-            card=card,
-            tasks=slim if profile.cards == (card,) else card_rows(slim, card),
-            stat=card_rows(profile.op_statistic, card),
-            has_timeline=profile.has_timeline,
-            compile_events=compile_events.get(card, 0) + compile_events.get("host", 0),
-            statistic_derived=profile.statistic_derived,
-            pmu=bool(profile.pmu_columns),
-            time_problem=profile.time_problem,
-            framework=framework,
-            profile=profile,
-            kind=kind,
-            devices=extras.devices,
-            every_tasks=slim,
-            every_stat=profile.op_statistic,
-        )
-        for rule in rules_for(kind):
-            findings.extend(rule(d, th))
+    cards = Cards(
+        cards=tuple(wanted),
+        tasks=tasks.select(RULE_COLUMNS),
+        stat=stat,
+        has_timeline=profile.has_timeline,
+        compile_events={card: compile_events.get(card, 0) + compile_events.get("host", 0) for card in wanted},
+        statistic_derived=profile.statistic_derived,
+        pmu=bool(profile.pmu_columns),
+        time_problem=profile.time_problem,
+        framework=framework,
+        profile=profile,
+        kind=kind,
+        devices=extras.devices,
+    )
+    findings: list[Finding] = []
+    for rule in rules_for(kind):
+        findings.extend(rule(cards, th))
     return order(_sequence_findings(profile, extras, tasks, wanted, th, findings, framework, kind))
 
 

@@ -414,7 +414,7 @@ def _expr(term: _Term, columns: tuple[str, ...], distinct: _Distinct) -> pl.Expr
 
 def _custom(distinct: _Distinct) -> pl.Expr:
     """Rows of an op type that is an application's own kernel on the row's card (as the rules'
-    CardData.custom_types: any core task of the type with a kernel's name)."""
+    Cards.custom_types: any core task of the type with a kernel's name)."""
     own = distinct.own_kernel()
     if "card" not in distinct.frame.columns or distinct.frame["card"].n_unique() < 2:
         return own.any().over("op_type")

@@ -9,14 +9,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import polars as pl
-
 from npuscope.parsers import Profile
-from npuscope.parsers.by_card import card_rows
 from npuscope.parsers.training import TrainingViews, empty_views
 from npuscope.text import printable
 
 from .bound import with_bound
+from .card_groups import by_card, top_rows
 from .card_spread import card_spread, card_spread_json, spread_lines
 from .diagnose import Diagnosis
 from .findings import SEVERITY_MARK
@@ -80,13 +78,8 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def _rows(frame: pl.DataFrame, keys: tuple[str, ...]) -> list[dict[str, Any]]:
-    return [{k: _clean(v) for k, v in row.items()} for row in frame.select(list(keys)).iter_rows(named=True)]
-
-
-def _top(frame: pl.DataFrame, by: str, n: int) -> pl.DataFrame:
-    """The n largest rows, largest first, ties in time order: a full sort of 2M rows is slow."""
-    return frame.top_k(n, by=by).sort([by, "row"], descending=[True, False])
+def _clean_row(row: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    return {k: _clean(row[k]) for k in keys}
 
 
 def build_report(
@@ -96,23 +89,22 @@ def build_report(
     by the caller) gives the training-level keys, empty without them."""
     views = views if views is not None else empty_views()
     cards = []
+    # Every card's tables in one grouped pass each (analysis/card_groups.py), then card by card.
     # The bound type of each op type on each card, from its tasks' PMU ratios (analysis/bound.py).
-    min_pct = diagnosis.thresholds.bound_min_pct
-    bounded = with_bound(profile.op_statistic, diagnosis.tasks, min_pct)
+    stat_keys = ("op_type", "core_type", "count", "total_us", "min_us", "avg_us", "max_us", "ratio_pct", "bound")
+    bounded = with_bound(profile.op_statistic, diagnosis.tasks, diagnosis.thresholds.bound_min_pct)
+    ranked = bounded.sort(["total_us", "op_type"], descending=[True, False], maintain_order=True)
+    stats = by_card([{"card": r["card"], **_clean_row(r, stat_keys)} for r in ranked.iter_rows(named=True)])
+    longest = top_rows(diagnosis.tasks, ("card",), "duration_us", top, ROW_KEYS)
+    waits = top_rows(diagnosis.tasks, ("card",), "wait_us", top, (*ROW_KEYS, "wait_cause"))
     for card in diagnosis.cards:
-        of_card = diagnosis.tasks if profile.cards == (card,) else card_rows(diagnosis.tasks, card)
-        t = of_card.select("row", *ROW_KEYS, "wait_cause", "card")
-        stat = card_rows(bounded, card).sort(["total_us", "op_type"], descending=[True, False])
         cards.append(
             {
                 "card": card,
                 "summary": card_summary(profile, diagnosis.tasks, card),
-                "op_statistic": _rows(
-                    stat,
-                    ("op_type", "core_type", "count", "total_us", "min_us", "avg_us", "max_us", "ratio_pct", "bound"),
-                ),
-                "top_duration": _rows(_top(t, "duration_us", top), ROW_KEYS),
-                "top_wait": _rows(_top(t, "wait_us", top), (*ROW_KEYS, "wait_cause")),
+                "op_statistic": [{k: r[k] for k in stat_keys} for r in stats.get(card, ())],
+                "top_duration": [_clean_row(r, ROW_KEYS) for r in longest.get((card,), ())],
+                "top_wait": [_clean_row(r, (*ROW_KEYS, "wait_cause")) for r in waits.get((card,), ())],
                 "findings": [{k: _clean(v) for k, v in f.to_dict().items()} for f in diagnosis.for_card(card)],
                 **card_views(views, card, top),
             }

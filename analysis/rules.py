@@ -1,8 +1,10 @@
 """The operator rules by name: the registry `diagnose` runs on every card, and which rules run
 on which device.
 
-A rule is a function of one card's frames (`CardData`, analysis/card_data.py) and the
-thresholds (analysis/thresholds.py) returning findings whose `rule` is its name. To add one:
+A rule is a function of every diagnosed card's frames (`Cards`, analysis/card_groups.py) and
+the thresholds (analysis/thresholds.py) returning, card after card in the order of
+`Cards.cards`, findings whose `rule` is its name; it groups by card rather than looping over
+cards, so its cost follows the rows, not the cards. To add one:
 its name in analysis/rule_names.py, the function in the module of its kind (rules_ops.py: op
 types; rules_waits.py: long waits; rules_capture.py: the capture as a whole), its entry in
 OPERATOR_RULES (and NPU_ONLY_RULES / HOST_SKIPPED_RULES if it does not run everywhere), its
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .card_data import CardData
+from .card_groups import Cards
 from .findings import Finding
 from .framework import Framework, framework_of
 from .rule_names import (
@@ -44,7 +46,7 @@ __all__ = [  # besides the registry, what other modules take from here
     "NPU_ONLY_RULES",
     "OPERATOR_RULES",
     "RULES",
-    "CardData",
+    "Cards",
     "Framework",
     "Rule",
     "aclnn_tasks",
@@ -54,7 +56,7 @@ __all__ = [  # besides the registry, what other modules take from here
     "rules_for",
 ]
 
-Rule = Callable[[CardData, Thresholds], list[Finding]]
+Rule = Callable[[Cards, Thresholds], list[Finding]]
 
 OPERATOR_RULES: dict[str, Rule] = {
     IDLE_DEVICE: idle_device,

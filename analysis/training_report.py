@@ -31,7 +31,7 @@ def _steps(frame: pl.DataFrame) -> list[dict[str, Any]]:
     if frame.height == 0:
         return []
     keys = ("step_us", "compute_us", "communication_us", "comm_not_overlapped_us", "overlapped_us", "free_us")
-    rows = frame.sort("step", nulls_last=False, maintain_order=True)
+    rows = frame if frame.height == 1 else frame.sort("step", nulls_last=False, maintain_order=True)
     return [
         {"step": WHOLE_CAPTURE if r["step"] is None else str(r["step"]), **{k: _num(r[k]) for k in keys}}
         for r in rows.iter_rows(named=True)

@@ -104,13 +104,30 @@ def _total(frame: pl.DataFrame, column: str) -> float:
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else 0.0
 
 
+def _step_parts() -> pl.Expr:
+    """A step's time: step_us, else compute + not overlapped + free."""
+    parts = pl.col("compute_us").fill_null(0.0) + pl.col("comm_not_overlapped_us").fill_null(0.0)
+    return pl.coalesce(pl.col("step_us"), parts + pl.col("free_us").fill_null(0.0))
+
+
 def _step_time(steps: pl.DataFrame) -> float:
-    """The card's time in steps: step_us, else compute + not overlapped + free."""
+    """The time in the steps of `steps`."""
     if steps.height == 0:
         return 0.0
-    parts = pl.col("compute_us").fill_null(0.0) + pl.col("comm_not_overlapped_us").fill_null(0.0)
-    t = steps.select(pl.coalesce(pl.col("step_us"), parts + pl.col("free_us").fill_null(0.0)).sum()).item()
+    t = steps.select(_step_parts().sum()).item()
     return float(t or 0.0)
+
+
+def _step_times(steps: pl.DataFrame) -> dict[str, float]:
+    """Card -> its time in steps, every card in one pass."""
+    got = steps.group_by("card").agg(_step_parts().sum().alias("t"))
+    return {str(card): float(t or 0.0) for card, t in got.iter_rows()}
+
+
+def _card_step_time(c: _Context, card: str) -> float:
+    """The card's time in steps (those of the whole capture, card `host`, if it has none)."""
+    times = per_frame(c.views.steps, "step_times", _step_times)
+    return times[card] if card in times else times.get(HOST, 0.0)
 
 
 def _steps_text(steps: pl.DataFrame) -> str:
@@ -150,8 +167,10 @@ class _Context:
 def comm_not_overlapped(c: _Context, card: str) -> list[Finding]:
     """Communication not hidden behind compute, as a share of the card's step time."""
     steps = _of_card(c.views.steps, card)
-    total = _step_time(steps)
     exposed = _total(steps, "comm_not_overlapped_us")
+    if exposed <= 0:
+        return []
+    total = _card_step_time(c, card)
     pct = share(exposed, total)
     if total <= 0 or exposed <= 0 or pct < c.th.comm_not_overlapped_pct:
         return []
@@ -209,8 +228,10 @@ def free_time(c: _Context, card: str) -> list[Finding]:
     if any(f.rule == IDLE_DEVICE for f in c.diagnosis.for_card(card)):
         return []
     steps = _of_card(c.views.steps, card)
-    total = _step_time(steps)
     free = _total(steps, "free_us")
+    if free <= 0:
+        return []
+    total = _card_step_time(c, card)
     if total <= 0 or free <= 0:
         return []
     explained = min(_explained_wait(c, card, steps), free)
@@ -238,7 +259,7 @@ def free_time(c: _Context, card: str) -> list[Finding]:
 
 def _span(c: _Context, card: str) -> float:
     """The card's span: the sum of its step time, else first task start to last task end."""
-    total = _step_time(_of_card(c.views.steps, card))
+    total = _card_step_time(c, card)
     if total > 0 or c.profile.time_problem is not None:
         return total
     tasks = card_rows(c.diagnosis.tasks, card)

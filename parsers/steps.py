@@ -28,6 +28,7 @@ from pathlib import Path
 
 import polars as pl
 
+from .by_card import card_rows
 from .columns import COMMUNICATION_TASK_TYPES, ColumnSpec
 from .csv_table import RowPolicy, read_table
 from .training_files import (
@@ -230,40 +231,55 @@ def step_windows(
     parts: list[pl.DataFrame] = []
     told: dict[str, str] = {}
     marks = _step_events(events)
+    # Every card's facts in one pass: a pass per card is slow with thousands of cards.
+    facts = {
+        r["card"]: r
+        for r in iv.group_by("card")
+        .agg(pl.col("step_id").count().alias("ids"), pl.col("s").min().alias("first"), pl.col("e").max().alias("last"))
+        .iter_rows(named=True)
+    }
+    numbered = [card for card in cards if card in facts and facts[card]["ids"]]
+    if numbered:
+        w = (
+            iv.filter(pl.col("card").is_in(numbered))
+            .drop_nulls("step_id")
+            .group_by("card", "step_id")
+            .agg(pl.col("s").min().alias("start_ns"), pl.col("e").max().alias("end_ns"))
+        )
+        w = w.with_columns(pl.Series("step", [step_number(x) for x in w["step_id"].to_list()], dtype=pl.Int64))
+        parts.append(w)
+        told.update(dict.fromkeys(numbered, "Step Id"))
+    whole: list[tuple[str, int, int]] = []  # cards of one window: the whole capture
     for card in cards:
-        mine = iv.filter(pl.col("card") == card)
-        if mine.height == 0:
+        got = facts.get(card)
+        if got is None or got["ids"]:
             continue
-        if mine["step_id"].null_count() < mine.height:
-            w = (
-                mine.drop_nulls("step_id")
-                .group_by("step_id")
-                .agg(pl.col("s").min().alias("start_ns"), pl.col("e").max().alias("end_ns"))
-                .with_columns(pl.lit(card).alias("card"))
-            )
-            w = w.with_columns(pl.Series("step", [step_number(x) for x in w["step_id"].to_list()], dtype=pl.Int64))
-            parts.append(w)
-            told[card] = "Step Id"
-            continue
-        first = mine["s"].min()
+        first = got["first"]
         assert isinstance(first, int)
         table = _table_windows(steps, card, first)
         if table is not None and table.height:
             parts.append(table)
             told[card] = steps_from
             continue
-        marked = _event_windows(marks, mine, card)
+        marked = None if marks is None else _event_windows(marks, card_rows(iv, card), card)
         if marked is not None and marked.height:
             parts.append(marked)
             told[card] = "ProfilerStep"
             continue
+        whole.append((card, first, got["last"]))
+        told[card] = "capture"
+    if whole:
         parts.append(
             pl.DataFrame(
-                {"card": [card], "step": [None], "start_ns": [mine["s"].min()], "end_ns": [mine["e"].max()]},
+                {
+                    "card": [w[0] for w in whole],
+                    "step": [None] * len(whole),
+                    "start_ns": [w[1] for w in whole],
+                    "end_ns": [w[2] for w in whole],
+                },
                 schema={"card": pl.String, "step": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64},
             )
         )
-        told[card] = "capture"
     frames = [conform(p, WINDOW_SCHEMA) for p in parts]
     frame = pl.concat(frames) if frames else pl.DataFrame(schema=WINDOW_SCHEMA)
     frame = frame.filter(pl.col("end_ns") >= pl.col("start_ns"))

@@ -186,7 +186,7 @@ def test_a_fifo_or_a_device_as_rules_file_is_refused_at_once(tmp_path):
         assert res.stderr.strip().count("\n") == 0 and "not a regular file" in res.stderr, res.stderr
 
 
-# --------------------------------------------------------------------------- 8. growth
+# --------------------------------------------------------------------------- 7 and 8. growth
 
 
 def _seconds(work, repeat: int = 3) -> float:
@@ -196,6 +196,60 @@ def _seconds(work, repeat: int = 3) -> float:
         work()
         best = min(best, time.perf_counter() - start)
     return best
+
+
+# 7. many cards in one op_summary
+
+
+def _cards_export(tmp_path: Path, cards: int) -> Path:
+    """An Era B export whose op_summary holds `cards` cards, each the demo's first 3 rows
+    (CSVs of many machines concatenated): written with the csv module."""
+    (summary,) = DEMO.rglob("op_summary_*.csv")
+    head, *body = _rows(summary)
+    out = tmp_path / f"cards{cards}" / "mindstudio_profiler_output"
+    out.mkdir(parents=True)
+    rows = [head] + [[str(card), *row[1:]] for card in range(cards) for row in body[:3]]
+    _write(out / summary.name, rows)
+    return out.parent
+
+
+def _report_json(root: Path, capsys: pytest.CaptureFixture[str]) -> dict:
+    assert cli.main(["report", str(root), "--format", "json", "--no-cache"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.slow
+def test_ten_thousand_cards_in_one_op_summary_grow_linearly(tmp_path, capsys):
+    # 100 -> 10,000 cards (and 1,000 -> 10,000): 100x the cards may cost at most 200x the time
+    # (10x at most 20x). A pass per card and per rule took ~21 ms a card, with a filter of the
+    # whole frame in each: 10,000 cards were still running after 600 s.
+    roots = {n: _cards_export(tmp_path, n) for n in (100, 1_000, 10_000)}
+    times = {n: _seconds(lambda r=roots[n]: _report_json(r, capsys), repeat=3) for n in (100, 1_000)}
+    start = time.perf_counter()
+    report = _report_json(roots[10_000], capsys)
+    times[10_000] = time.perf_counter() - start
+    assert times[10_000] <= 200 * times[100], times
+    assert times[10_000] <= 20 * times[1_000], times
+    # Every card is there, with its own figures: the demo rows' durations summed (csv module),
+    # and the same findings as the first card (each card holds the same rows).
+    (summary,) = DEMO.rglob("op_summary_*.csv")
+    head, *body = _rows(summary)
+    compute = sum(float(r[head.index("Task Duration(us)")]) for r in body[:3])
+    assert [c["card"] for c in report["cards"]] == [str(n) for n in range(10_000)]
+    first = report["cards"][0]
+    assert first["findings"], "the demo rows make findings on every card"
+    for card in (report["cards"][1], report["cards"][4_321], report["cards"][-1]):
+        assert card["summary"]["tasks"] == 3
+        assert card["summary"]["compute_us"] == pytest.approx(compute, abs=1e-3)
+        assert [(f["rule"], f["title"], f["time_us"]) for f in card["findings"]] == [
+            (f["rule"], f["title"], f["time_us"]) for f in first["findings"]
+        ]
+        assert {f["card"] for f in card["findings"]} == {card["card"]}
+        assert card["op_statistic"] == first["op_statistic"]
+    assert len(report["card_spread"]["cards"]) == 10_000
+
+
+# 8. long filter needles, a timeline event of many keys
 
 
 @pytest.mark.parametrize("key", ["name:", "type:", "shape:", "dtype:", "core:", ""])
