@@ -12,7 +12,7 @@ from typing import Any
 
 import polars as pl
 
-from npuscope.parsers.by_card import card_or_host_rows
+from npuscope.parsers.by_card import HOST, card_or_host_rows, per_frame
 from npuscope.parsers.training import TrainingViews
 
 from .table import Table, rounded
@@ -27,15 +27,26 @@ def _num(v: object) -> float | None:
     return rounded(v) if isinstance(v, (int, float)) else None
 
 
-def _steps(frame: pl.DataFrame) -> list[dict[str, Any]]:
+_STEP_KEYS = ("step_us", "compute_us", "communication_us", "comm_not_overlapped_us", "overlapped_us", "free_us")
+
+
+def _step_rows(frame: pl.DataFrame) -> dict[str, list[dict[str, Any]]]:
+    """Card -> its steps as report rows, in step order (the whole capture's first), every card
+    in one pass over the view."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    rows = frame.sort("step", nulls_last=False, maintain_order=True)
+    for r in rows.iter_rows(named=True):
+        row = {"step": WHOLE_CAPTURE if r["step"] is None else str(r["step"]), **{k: _num(r[k]) for k in _STEP_KEYS}}
+        out.setdefault(str(r["card"]), []).append(row)
+    return out
+
+
+def _steps(frame: pl.DataFrame, card: str) -> list[dict[str, Any]]:
+    """The card's steps as report rows, else those of the whole capture (card `host`)."""
     if frame.height == 0:
         return []
-    keys = ("step_us", "compute_us", "communication_us", "comm_not_overlapped_us", "overlapped_us", "free_us")
-    rows = frame if frame.height == 1 else frame.sort("step", nulls_last=False, maintain_order=True)
-    return [
-        {"step": WHOLE_CAPTURE if r["step"] is None else str(r["step"]), **{k: _num(r[k]) for k in keys}}
-        for r in rows.iter_rows(named=True)
-    ]
+    by = per_frame(frame, "report_steps", _step_rows)
+    return by.get(card) or by.get(HOST, [])
 
 
 def _sum_or_null(name: str) -> pl.Expr:
@@ -141,7 +152,7 @@ def _memory(peaks: pl.DataFrame, top_ops: pl.DataFrame, top: int) -> dict[str, A
 def card_views(views: TrainingViews, card: str, top: int) -> dict[str, Any]:
     """The report keys `steps`, `communication`, `links`, `host_api` and `memory` of a card."""
     return {
-        "steps": _steps(_of_card(views.steps, card)),
+        "steps": _steps(views.steps, card),
         "communication": _communication(_of_card(views.communication, card)),
         "links": _links(_of_card(views.links, card)),
         "host_api": _host_api(_of_card(views.host_api, card)),

@@ -3,8 +3,8 @@
 Reports, rules and views read each card of a capture in turn. A filter per card and per read
 scans the whole frame each time: with thousands of cards in one export (CSVs of many machines
 concatenated) that is a scan per card per rule, and the time grows with cards x rows. Here a
-frame of many cards is split by card once (`partition_by`), and every later read of a card is a
-dictionary look-up; the parts live as long as the frame does. A large frame of few cards is
+frame of many cards is sorted by card once (stable), and every later read of a card is a slice
+of it; the sorted copy lives as long as the frame does. A large frame of few cards is
 filtered as before: splitting it would copy its rows for no gain.
 
 `per_frame` keeps any other function of a frame the same way (the span of each card, say), so a
@@ -65,12 +65,30 @@ def per_frame(frame: pl.DataFrame, name: Hashable, compute: Callable[[pl.DataFra
     return value
 
 
-def _split(frame: pl.DataFrame) -> tuple[dict[str, pl.DataFrame], pl.DataFrame] | None:
-    """The frame's parts by card and an empty frame of its schema; None for few cards."""
+class _Split:
+    """A frame's rows in card order (a stable sort: each card's rows keep their order) and
+    where each card's run starts: a card's rows are a slice, made when asked for."""
+
+    def __init__(self, frame: pl.DataFrame) -> None:
+        self.rows = frame.sort("card", maintain_order=True, nulls_last=True)
+        runs = self.rows.group_by("card", maintain_order=True).len()
+        self.at: dict[str, tuple[int, int]] = {}
+        offset = 0
+        for card, n in runs.iter_rows():
+            if card is not None:
+                self.at[str(card)] = (offset, n)
+            offset += n
+
+    def of(self, card: str) -> pl.DataFrame:
+        offset, n = self.at.get(card, (0, 0))
+        return self.rows.slice(offset, n)
+
+
+def _split(frame: pl.DataFrame) -> _Split | None:
+    """The frame split by card; None for a large frame of few cards."""
     if frame.height > SPLIT_UP_TO_ROWS and frame["card"].n_unique() < SPLIT_FROM_CARDS:
         return None
-    parts = frame.partition_by("card", as_dict=True, maintain_order=True)
-    return {str(k[0]): v for k, v in parts.items() if k[0] is not None}, frame.clear()
+    return _Split(frame)
 
 
 def card_rows(frame: pl.DataFrame, card: str) -> pl.DataFrame:
@@ -80,8 +98,7 @@ def card_rows(frame: pl.DataFrame, card: str) -> pl.DataFrame:
     split = per_frame(frame, "by_card", _split)
     if split is None:
         return frame.filter(pl.col("card") == card)
-    parts, empty = split
-    return parts.get(card, empty)
+    return split.of(card)
 
 
 def card_or_host_rows(frame: pl.DataFrame, card: str) -> pl.DataFrame:
