@@ -3,9 +3,10 @@
 Reports, rules and views read each card of a capture in turn. A filter per card and per read
 scans the whole frame each time: with thousands of cards in one export (CSVs of many machines
 concatenated) that is a scan per card per rule, and the time grows with cards x rows. Here a
-frame of many cards is sorted by card once (stable), and every later read of a card is a slice
-of it; the sorted copy lives as long as the frame does. A large frame of few cards is
-filtered as before: splitting it would copy its rows for no gain.
+frame of many cards is split by card once (its row numbers sorted by card; the rows themselves
+only for a small frame), and every later read of a card is a slice or a gather of that card's
+rows; the split lives as long as the frame does.
+A large frame of few cards is filtered as before: a scan per read costs little there.
 
 `per_frame` keeps any other function of a frame the same way (the span of each card, say), so a
 value the reads of every card share is computed in one pass too.
@@ -24,7 +25,7 @@ import polars as pl
 SPLIT_FROM_CARDS = 16
 """From this many distinct cards on, a frame is split by card once; below, filtered per read."""
 SPLIT_UP_TO_ROWS = 1 << 16
-"""A frame of at most this many rows is split whatever its cards: the copy costs nothing."""
+"""A frame of at most this many rows is split whatever its cards: the split costs nothing."""
 
 HOST = "host"  # the card of rows a file records for the whole capture
 
@@ -66,22 +67,29 @@ def per_frame(frame: pl.DataFrame, name: Hashable, compute: Callable[[pl.DataFra
 
 
 class _Split:
-    """A frame's rows in card order (a stable sort: each card's rows keep their order) and
-    where each card's run starts: a card's rows are a slice, made when asked for."""
+    """Where each card's rows of a frame are: the row numbers in card order (a stable sort, so
+    each card's rows keep their order) and each card's run in them. A large frame is not
+    copied (4 bytes a row kept; a card's rows are gathered when asked for); a small one is
+    kept sorted, and a card's rows are a slice of it."""
 
     def __init__(self, frame: pl.DataFrame) -> None:
-        self.rows = frame.sort("card", maintain_order=True, nulls_last=True)
-        runs = self.rows.group_by("card", maintain_order=True).len()
+        ordered = frame.select(pl.int_range(pl.len(), dtype=pl.UInt32).alias("_i"), "card").sort(
+            "card", maintain_order=True, nulls_last=True
+        )
+        self.order = ordered["_i"]
+        self.sorted = frame[self.order] if frame.height <= SPLIT_UP_TO_ROWS else None
         self.at: dict[str, tuple[int, int]] = {}
         offset = 0
-        for card, n in runs.iter_rows():
+        for card, n in ordered.group_by("card", maintain_order=True).len().iter_rows():
             if card is not None:
                 self.at[str(card)] = (offset, n)
             offset += n
 
-    def of(self, card: str) -> pl.DataFrame:
+    def of(self, frame: pl.DataFrame, card: str) -> pl.DataFrame:
         offset, n = self.at.get(card, (0, 0))
-        return self.rows.slice(offset, n)
+        if self.sorted is not None:
+            return self.sorted.slice(offset, n)
+        return frame[self.order.slice(offset, n)] if n else frame.clear()
 
 
 def _split(frame: pl.DataFrame) -> _Split | None:
@@ -98,7 +106,7 @@ def card_rows(frame: pl.DataFrame, card: str) -> pl.DataFrame:
     split = per_frame(frame, "by_card", _split)
     if split is None:
         return frame.filter(pl.col("card") == card)
-    return split.of(card)
+    return split.of(frame, card)
 
 
 def card_or_host_rows(frame: pl.DataFrame, card: str) -> pl.DataFrame:
