@@ -63,11 +63,13 @@ class Cards:
         return card_rows(self.tasks, card)
 
     @cached_property
-    def _facts(self) -> dict[str, dict[str, Any]]:
+    def _facts(self) -> dict[Key, dict[str, Any]]:
         """Per card, in one pass: tasks, operator (non-communication) tasks and their time,
         wait, whether any operator task has a known type, OP State values and dynamic ones."""
         compute = ~is_communication()
-        got = self.tasks.group_by("card").agg(
+        return grouped(
+            self.tasks,
+            ("card",),
             pl.len().alias("tasks"),
             compute.sum().alias("compute_n"),
             pl.col("duration_us").filter(compute).sum().alias("compute_us"),
@@ -76,11 +78,10 @@ class Cards:
             pl.col("op_state").count().alias("op_state_n"),
             (pl.col("op_state") == "dynamic").sum().alias("dynamic_n"),
         )
-        return {r["card"]: r for r in got.iter_rows(named=True)}
 
     def fact(self, card: str, name: str) -> Any:
         """One of `_facts` for a card (a card without tasks has none of them)."""
-        value = self._facts.get(card, _NO_FACTS)[name]
+        value = self._facts.get((card,), _NO_FACTS)[name]
         return _NO_FACTS[name] if value is None else value
 
     def compute_us(self, card: str) -> float:
@@ -120,6 +121,13 @@ class Cards:
         every = per_frame(self.profile.tasks, ("op_type_bounds", min_pct), lambda t: op_type_bounds(t, min_pct))
         mine = card_rows(every, card)
         return {r[0]: r[1] for r in mine.select("op_type", "bound").iter_rows() if r[0] is not None}
+
+
+def grouped(rows: pl.DataFrame, keys: Sequence[str], *aggs: pl.Expr) -> dict[Key, dict[str, Any]]:
+    """One row (a dict, keys included) per `keys` group of `rows` with the `aggs`, by the
+    group's key values."""
+    got = rows.group_by(list(keys)).agg(*aggs)
+    return {tuple(r[k] for k in keys): r for r in got.iter_rows(named=True)}
 
 
 def by_card(rows: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:

@@ -16,8 +16,8 @@ from npuscope.parsers.frames import is_communication
 
 from .advice import CUSTOM_KERNEL, DOMINANT_ACLNN, DOMINANT_INFO, DOMINANT_WARNING, advice
 from .bound import BOUND_WORDS, MIXED, UNKNOWN_BOUND
-from .card_data import SMALL_SAMPLE_TASKS, per_type, share
-from .card_groups import Cards, Key, by_card, evidence_by, first_names, per_group
+from .card_data import SMALL_SAMPLE_TASKS, share
+from .card_groups import Cards, Key, by_card, evidence_by, first_names, grouped, per_group
 from .evidence import EvidenceRow, task_rows
 from .findings import Finding
 from .rule_names import ACLOP_SHARE, AI_CPU, DOMINANT_OP_TYPE, DURATION_OUTLIER, LONG_TASK, LOW_PARALLELISM
@@ -34,12 +34,7 @@ def dominant_op_type(c: Cards, th: Thresholds) -> list[Finding]:
     of_type = c.tasks.join(
         big.select("card", "op_type").unique(), on=["card", "op_type"], how="semi", maintain_order="left"
     )
-    facts = {
-        (r["card"], r["op_type"]): r
-        for r in of_type.group_by(["card", "op_type"])
-        .agg(first_names(), aclop_tasks().sum().alias("_aclop"))
-        .iter_rows(named=True)
-    }
+    facts = grouped(of_type, ("card", "op_type"), first_names(), aclop_tasks().sum().alias("_aclop"))
     evidence = evidence_by(of_type, ("card", "op_type"), "duration_us", th.evidence_rows)
     rows = by_card(list(big.iter_rows(named=True)))
     out = []
@@ -164,18 +159,14 @@ def duration_outlier(c: Cards, th: Thresholds) -> list[Finding]:
     rows = c.tasks.join(keys, on=["card", "op_type", "task_type"], how="inner", maintain_order="left").filter(
         pl.col("duration_us") >= th.outlier_max_over_avg * pl.col("_avg")
     )
-    facts = {
-        r["_f"]: r
-        for r in rows.group_by("_f")
-        .agg(pl.len().alias("_n"), (pl.col("duration_us") - pl.col("_avg")).sum().alias("_excess"), first_names())
-        .iter_rows(named=True)
-    }
+    over_avg = (pl.col("duration_us") - pl.col("_avg")).sum().alias("_excess")
+    facts = grouped(rows, ("_f",), pl.len().alias("_n"), over_avg, first_names())
     evidence = evidence_by(rows, ("_f",), "duration_us", th.evidence_rows)
     by = by_card(list(flagged.iter_rows(named=True)))
     out = []
     for card in c.cards:
         for row in by.get(card, ()):
-            got = facts.get(row["_f"], {"_n": 0, "_excess": 0.0, "_names": []})
+            got = facts.get((row["_f"],), {"_n": 0, "_excess": 0.0, "_names": []})
             excess = float(got["_excess"] or 0.0)
             out.append(
                 Finding(
@@ -218,17 +209,12 @@ def aclop_share(c: Cards, th: Thresholds) -> list[Finding]:
     if aclop.height == 0:
         return []
     operators = dict(c.tasks.group_by("card").agg(operator_tasks().sum()).iter_rows())
-    totals = {
-        r["card"]: r
-        for r in aclop.group_by("card")
-        .agg(pl.len().alias("_n"), pl.col("duration_us").sum().alias("_t"))
-        .iter_rows(named=True)
-    }
+    totals = grouped(aclop, ("card",), pl.len().alias("_n"), pl.col("duration_us").sum().alias("_t"))
     types = by_card(per_group(aclop, "duration_us"))
     evidence = evidence_by(aclop, ("card",), "duration_us", th.evidence_rows)
     out = []
     for card in c.cards:
-        got = totals.get(card)
+        got = totals.get((card,))
         if got is None:
             continue
         n, aclop_t = int(got["_n"]), float(got["_t"] or 0.0)
@@ -283,7 +269,7 @@ def _low_parallelism(c: Cards, th: Thresholds, card: str, dev: DeviceInfo) -> li
     pct = share(total, c.compute_us(card))
     if low.height == 0 or pct < th.low_parallel_pct:
         return []
-    types = [t for t, _, _ in per_type(low, "duration_us")]
+    types = [g["op_type"] for g in per_group(low, "duration_us")]
     lo, hi = low.select(pl.col("block_num").min().alias("lo"), pl.col("block_num").max().alias("hi")).row(0)
     dims = f"Block Dim {lo}" if lo == hi else f"Block Dim {lo}-{hi}"
     bounds = c.bounds(card, th)

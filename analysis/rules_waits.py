@@ -9,7 +9,7 @@ from npuscope.parsers.columns import UNKNOWN
 
 from .advice import advice
 from .card_data import share
-from .card_groups import Cards, by_card, evidence_by, per_group
+from .card_groups import Cards, by_card, evidence_by, grouped, per_group
 from .findings import Finding
 from .rule_names import COMMUNICATION_WAIT, HOST_OP_WAIT, RECOMPILATION
 from .thresholds import Thresholds
@@ -110,21 +110,18 @@ def communication_wait(c: Cards, th: Thresholds) -> list[Finding]:
     rows = c.tasks.filter(pl.col("wait_cause") == "communication")
     if rows.height == 0:
         return []
-    totals = {
-        r["card"]: r
-        for r in rows.group_by("card")
-        .agg(
-            pl.len().alias("_n"),
-            pl.col("wait_us").sum().alias("_t"),
-            pl.col("op_name").unique(maintain_order=True).head(5).alias("_names"),
-        )
-        .iter_rows(named=True)
-    }
+    totals = grouped(
+        rows,
+        ("card",),
+        pl.len().alias("_n"),
+        pl.col("wait_us").sum().alias("_t"),
+        pl.col("op_name").unique(maintain_order=True).head(5).alias("_names"),
+    )
     types = by_card(per_group(rows, "wait_us"))
     evidence = evidence_by(rows, ("card",), "wait_us", th.evidence_rows)
     out = []
     for card in c.cards:
-        got = totals.get(card)
+        got = totals.get((card,))
         if got is None:
             continue
         n, total = int(got["_n"]), float(got["_t"] or 0.0)

@@ -461,6 +461,23 @@ def test_a_bad_nodes_file_gets_one_line(tmp_path, text, error):
     assert done.stderr.strip().count("\n") == 0 and error in done.stderr
 
 
+def test_without_dask_a_nodes_file_gets_one_line_naming_the_extra(tmp_path):
+    # Dask is the `cluster` extra: a head without it is told what to install, before any SSH.
+    demo = Path(__file__).resolve().parents[1] / "fixtures" / "demo" / "ascend_profiling"
+    path = tmp_path / "nodes.toml"
+    path.write_text(f"[[node]]\nhost = 'local'\nfolders = ['{demo}']\n")
+    hide = "import sys; sys.modules['dask'] = sys.modules['distributed'] = None; from npuscope.cli import main; "
+    done = subprocess.run(
+        [sys.executable, "-c", hide + f"raise SystemExit(main(['report', {str(path)!r}, '--no-cache']))"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().count("\n") == 0 and "Traceback" not in done.stderr
+    assert "pip install 'npuscope[cluster]'" in done.stderr
+
+
 async def test_the_explorer_opens_a_nodes_file_and_a_rank_from_its_node(world, local_json):
     """`npuscope nodes.toml`: the Ranks view of the 64 ranks, then Enter on a rank of node b
     shows its tasks and training views, analysed on the node (the head has no copy of its
