@@ -207,7 +207,16 @@ def _read_csv(
     header: bool = True,
     columns: Columns = None,
 ) -> pl.DataFrame:
-    """The CSV text under its header line, or without one (a piece) named by `schema`."""
+    """The CSV text under its header line, or without one (a piece) named by `schema`.
+
+    Read with `N/A` alone as null value, a text last column keeps its `N/A` cells as text
+    (`_na_last` makes them null after the row checks): a null there is then an empty cell or
+    one a short row lacks, never the `N/A` msprof writes in every row of some columns."""
+    names = list(schema)
+    last = names[-1] if names else None
+    null_values: list[str] | dict[str, str] = nulls
+    if nulls == [_NA] and last is not None and schema[last] == pl.String:
+        null_values = {name: _NA for name in names[:-1]}
     return pl.read_csv(
         source,
         has_header=header,
@@ -215,7 +224,7 @@ def _read_csv(
         schema_overrides=schema if header else None,
         schema=None if header else schema,
         infer_schema=False,
-        null_values=nulls,
+        null_values=null_values,
         quote_char='"',
         encoding="utf8",
         truncate_ragged_lines=False,
@@ -306,6 +315,27 @@ def _read_one(
     piece_bytes: int = PIECE_BYTES,
     columns: Columns = None,
 ) -> pl.DataFrame:
+    return _na_last(_read_checked(path, header, schema, rows, tail, hook, piece_bytes, columns))
+
+
+def _na_last(df: pl.DataFrame) -> pl.DataFrame:
+    """The `N/A` cells of a text last column (read as text: `_read_csv`) made null."""
+    last = df.columns[-1] if df.width else None
+    if last is None or df.schema[last] != pl.String:
+        return df
+    return df.with_columns(pl.when(pl.col(last) != _NA).then(pl.col(last)).alias(last))
+
+
+def _read_checked(
+    path: Path,
+    header: list[str],
+    schema: dict[str, pl.DataType],
+    rows: RowPolicy,
+    tail: list[str],
+    hook: BytesHook | None = None,
+    piece_bytes: int = PIECE_BYTES,
+    columns: Columns = None,
+) -> pl.DataFrame:
     try:
         df = _in_pieces(path, schema, hook, piece_bytes, columns)
     except pl.exceptions.ComputeError as exc:
@@ -323,8 +353,9 @@ def _read_one(
 
 
 def _suspect_short(df: pl.DataFrame, tail: list[str]) -> bool:
-    """Whether a row may have lost a field: its last cell is empty while the cells before it
-    (`tail`: the PMU block, else the column before the last) are not.
+    """Whether a row may have lost a field: its last cell is empty (or missing: a text last
+    column holds `N/A` as text here) while the cells before it (`tail`: the PMU block, else
+    the column before the last) are not.
 
     A legitimate empty last cell comes with its whole block (`N/A` in every PMU column of an
     AI_CPU or communication task); a short row shifts a value into the block. Only then is

@@ -181,6 +181,30 @@ def test_short_row_in_the_middle_of_an_inline_file(tmp_path):
     assert any("line(s) 3" in n for n in prof.notes)
 
 
+def test_a_row_that_lost_its_last_na_field_is_found_where_every_row_ends_in_na(tmp_path):
+    """Era B without PMU ends in `Context ID`, `N/A` in every row: the row that lost that
+    field is still found (the `N/A` cells are read as text for the check), and the others'
+    `N/A` comes out null."""
+    header = (
+        "Device_id,Model ID,Task ID,Stream ID,Op Name,OP Type,OP State,Task Type,"
+        "Task Start Time(us),Task Duration(us),Task Wait Time(us),Block Dim,Context ID"
+    )
+    rows = [
+        "0,1,1,2,A,Add,dynamic,AI_CORE,1717575960208020.758\t,10.0,0,8,N/A",
+        "0,1,2,2,B,Add,dynamic,AI_CORE,1717575960208040.758\t,10.0,0,8",  # Context ID lost
+        "0,1,3,2,C,Mul,dynamic,AI_CORE,1717575960208060.758\t,10.0,0,8,N/A",
+        "0,1,4,2,D,Mul,dynamic,AI_CORE,1717575960208080.758\t,10.0,0,8,7",
+    ]
+    path = tmp_path / "op_summary_0_1.csv"
+    path.write_text("\n".join([header, *rows]) + "\n")
+    lost = [i + 2 for i, r in enumerate(rows) if len(next(csv.reader([r]))) < len(header.split(","))]
+    assert lost == [3]
+    prof = _open(path)
+    assert prof.tasks["op_name"].to_list() == ["A", "C", "D"]
+    assert prof.tasks["context_id"].to_list() == [None, None, "7"]
+    assert any(f"line(s) {lost[0]}" in n for n in prof.notes)
+
+
 def test_timeline_only_capture_counts_kernels_and_collectives_apart():
     out = CNN / "level1" / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
     rows = _kernel_rows(out / "kernel_details.csv")
