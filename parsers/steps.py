@@ -353,20 +353,47 @@ def _event_windows(marks: pl.DataFrame | None, mine: pl.DataFrame, card: str) ->
 # --------------------------------------------------------------------------- derived
 
 
-def _union_ns(iv: pl.LazyFrame, keys: list[str]) -> pl.LazyFrame:
-    """Per `keys`, the length of the union of the intervals [s, e) (ns), as `len`.
+def _union_lengths(got: pl.DataFrame, win: pl.DataFrame) -> pl.DataFrame:
+    """Per window `_w`: the lengths (ns) of the unions of its compute intervals (`c`), of its
+    communication intervals (`m`) and of both (`b`).
 
-    Sorted by start only: with e >= s, rows of equal start are inside one segment whatever
-    their order. Lazy, so the steps of a query run without each one's full-size copy (on 2M
-    tasks the three unions of derive_steps peaked 380 MB above the tasks eagerly, ~180 MB so).
+    Sorted by start, an interval adds `max(0, e - max(s, reach))` to the union of the
+    intervals before it, `reach` being the greatest end among them. Each interval lies inside
+    its window (`_assign` clips it), so moved to `_w * span + (s - start_ns)`, with `span`
+    longer than every window, the windows' intervals lie apart and in window order: one sort
+    and running maxima over every window at once give the three unions (the compute reach
+    runs over the compute ends alone, the communication reach over theirs), with no
+    per-window function. Windows too long to move so in 63 bits take the same running maxima
+    window by window (`over`).
     """
-    ordered = iv.sort([*keys, "s"])
-    ordered = ordered.with_columns(pl.col("e").cum_max().shift(1).over(keys).alias("_reach"))
-    ordered = ordered.with_columns(
-        (pl.col("s") > pl.col("_reach")).fill_null(True).cast(pl.Int64).alias("_new")
-    ).with_columns(pl.col("_new").cum_sum().over(keys).alias("_seg"))
-    segs = ordered.group_by([*keys, "_seg"]).agg(pl.col("s").min(), pl.col("e").max())
-    return segs.group_by(keys).agg((pl.col("e") - pl.col("s")).sum().cast(pl.Int64).alias("len"))
+    n = win.height
+    span = int(win.select((pl.col("end_ns") - pl.col("start_ns")).max()).item() or 0) + 1
+    s = pl.col("s") - pl.col("start_ns")
+    e = pl.col("e") - pl.col("start_ns")
+    moved = n * span < _MOVED_MAX
+    if moved:
+        s, e = pl.col("_w") * span + s, pl.col("_w") * span + e
+    ordered = got.select("_w", "comm", s.alias("s"), e.alias("e")).sort(["s"] if moved else ["_w", "s"])
+
+    def new(ends: pl.Expr) -> pl.Expr:
+        # Every moved or window-relative end is >= 0: 0 stands for "no end yet".
+        before = ends.cum_max().shift(1)
+        reach = (before if moved else before.over("_w")).fill_null(0)
+        return (pl.col("e") - pl.max_horizontal("s", reach)).clip(lower_bound=0)
+
+    comm = pl.col("comm")
+    zero = pl.lit(0, dtype=pl.Int64)
+    added = ordered.select(
+        "_w",
+        pl.when(~comm).then(new(pl.when(~comm).then(pl.col("e")).otherwise(zero))).otherwise(zero).alias("c"),
+        pl.when(comm).then(new(pl.when(comm).then(pl.col("e")).otherwise(zero))).otherwise(zero).alias("m"),
+        new(pl.col("e")).alias("b"),
+    )
+    return added.group_by("_w").agg(pl.col("c", "m", "b").sum().cast(pl.Int64))
+
+
+_MOVED_MAX = 1 << 62
+"""`windows * span` below this: moved starts and ends fit in Int64 (with room for a sum)."""
 
 
 def _assign(iv: pl.DataFrame | pl.LazyFrame, windows: pl.DataFrame, told: dict[str, str]) -> pl.LazyFrame:
@@ -387,26 +414,69 @@ def _assign(iv: pl.DataFrame | pl.LazyFrame, windows: pl.DataFrame, told: dict[s
         )
         parts.append(ids)
     if not set(windows["card"].unique().to_list()) <= set(by_id):
-        timed = (
-            iv.filter(~pl.col("card").is_in(by_id))
-            .sort("s")
-            .join_asof(
-                w.filter(~pl.col("card").is_in(by_id)).select("card", "_w", "start_ns", "end_ns").sort("start_ns"),
-                left_on="s",
-                right_on="start_ns",
-                by="card",
-                strategy="backward",
-                check_sortedness=False,
-            )
-            .filter(pl.col("_w").is_not_null() & (pl.col("s") < pl.col("end_ns")))
+        timed = _by_time(
+            iv.filter(~pl.col("card").is_in(by_id)).collect(),
+            w.filter(~pl.col("card").is_in(by_id)).select("card", "_w", "start_ns", "end_ns").collect(),
         )
-        parts.append(timed)
+        parts.append(timed.lazy().filter(pl.col("_w").is_not_null() & (pl.col("s") < pl.col("end_ns"))))
     if not parts:
         return iv.head(0).with_columns(pl.lit(None, dtype=pl.Int64).alias("_w"))
     both = pl.concat(parts, how="diagonal_relaxed")
     return both.with_columns(
         pl.max_horizontal("s", "start_ns").alias("s"), pl.min_horizontal("e", "end_ns").alias("e")
     ).filter(pl.col("e") >= pl.col("s"))
+
+
+def _by_time(iv: pl.DataFrame, w: pl.DataFrame) -> pl.DataFrame:
+    """`iv` with `_w`, `start_ns`, `end_ns` of the last window of its card that starts at or
+    before its start (null where none does), in `iv`'s order: a backward as-of join by card.
+
+    Without sorting the intervals: card and time are moved onto one line (`code * length +
+    (t - first)`, `length` longer than every time of the data), where each card's windows
+    lie apart and in order, and the windows' moved starts are searched for every interval at
+    once. Data whose times span too much to move so in 63 bits takes polars' as-of join.
+    """
+    cards = sorted(set(w["card"].drop_nulls().to_list()))
+    bounds = pl.concat(
+        [
+            iv.select(pl.col("s").min().alias("lo"), pl.col("s").max().alias("hi")),
+            w.select(pl.col("start_ns").min().alias("lo"), pl.col("end_ns").max().alias("hi")),
+        ]
+    ).select(pl.col("lo").min(), pl.col("hi").max())
+    lo, hi = bounds.row(0)
+    if lo is None or hi is None or iv.height == 0:
+        return iv.with_columns(pl.lit(None, dtype=pl.Int64).alias(c) for c in ("_w", "start_ns", "end_ns"))
+    lo, hi = int(lo), int(hi)
+    length = hi - lo + 1
+    if (len(cards) + 1) * length >= _MOVED_MAX:
+        joined = (
+            iv.with_row_index("_row")
+            .sort("s")
+            .join_asof(
+                w.sort("start_ns"),
+                left_on="s",
+                right_on="start_ns",
+                by="card",
+                strategy="backward",
+                check_sortedness=False,
+            )
+        )
+        return joined.sort("_row").drop("_row")
+    code = {c: i for i, c in enumerate(cards)}
+
+    def moved(t: str) -> pl.Expr:
+        return pl.col("card").replace_strict(code, default=None, return_dtype=pl.Int64) * length + (pl.col(t) - lo)
+
+    ws = w.with_columns(moved("start_ns").alias("_k")).drop_nulls("_k").sort("_k", "_w")
+    if ws.height == 0:
+        return iv.with_columns(pl.lit(None, dtype=pl.Int64).alias(c) for c in ("_w", "start_ns", "end_ns"))
+    # (an interval of a card without windows searches -1: before every window)
+    keys = iv.select(moved("s").fill_null(-1).alias("_k"))["_k"]
+    at = ws["_k"].search_sorted(keys, side="right").cast(pl.Int64) - 1
+    picked = ws.select("card", "_w", "start_ns", "end_ns")[at.clip(lower_bound=0)]
+    # The window found must be of the interval's card: one of a card before it means none.
+    same = (at >= 0) & (picked["card"] == iv["card"]).fill_null(False)
+    return iv.with_columns(pl.when(same).then(picked[c]).alias(c) for c in ("_w", "start_ns", "end_ns"))
 
 
 def derive_steps(tasks: pl.DataFrame, windows: Windows, cards: list[str]) -> pl.DataFrame:
@@ -416,20 +486,10 @@ def derive_steps(tasks: pl.DataFrame, windows: Windows, cards: list[str]) -> pl.
         return empty_steps()
     # Intervals first, then the cards: filtering the tasks would copy every column of them.
     iv = task_intervals(tasks).filter(pl.col("card").is_in(cards))
-    # One query from the intervals to the three unions: `got` is computed once for the three.
-    got = _assign(iv, win, windows.told_by).select("_w", "s", "e", "comm").collect().lazy()
-    keys = ["_w"]
-    # One union at a time: run side by side, their sorts of every task held three copies.
-    compute = _union_ns(got.filter(~pl.col("comm")).select("_w", "s", "e"), keys).rename({"len": "c"}).collect()
-    comm = _union_ns(got.filter(pl.col("comm")).select("_w", "s", "e"), keys).rename({"len": "m"}).collect()
-    both = _union_ns(got.select("_w", "s", "e"), keys).rename({"len": "b"}).collect()
+    got = _assign(iv, win, windows.told_by).select("_w", "s", "e", "comm", "start_ns").collect()
+    lengths = _union_lengths(got, win)
     w = win.with_row_index("_w").with_columns(pl.col("_w").cast(pl.Int64))
-    out = (
-        w.join(compute, on="_w", how="left")
-        .join(comm, on="_w", how="left")
-        .join(both, on="_w", how="left")
-        .with_columns(pl.col("c", "m", "b").fill_null(0))
-    )
+    out = w.join(lengths, on="_w", how="left").with_columns(pl.col("c", "m", "b").fill_null(0))
     us = 1000.0
     frame = out.select(
         "card",
