@@ -6,9 +6,8 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from npuscope.analysis import Thresholds
-from npuscope.analysis.session import Analysis, Options, diagnosed
 from npuscope.fixtures.demo_profile import ensure_demo
 from npuscope.parsers import FrameCache, Profile, open_profile
 from npuscope.parsers.read_options import SourceChoice
@@ -16,6 +15,10 @@ from npuscope.parsers.training import TrainingViews
 from npuscope.parsers.views_cache import cached_training_views
 
 from .progress import StderrProgress
+
+if TYPE_CHECKING:  # the analysis is imported where it runs: `inspect` never loads it
+    from npuscope.analysis import Thresholds
+    from npuscope.analysis.session import Analysis
 
 
 @contextmanager
@@ -73,6 +76,9 @@ def analysis_for_command(
     """The whole analysis of the profile at `path` (both stages, as `report` makes it): what
     the headline figures (analysis/headline.py) of gate, experiment and the runs registry
     are read from."""
+    from npuscope.analysis import Thresholds
+    from npuscope.analysis.session import Options, diagnosed
+
     with profile_for_command(path, capture=capture, no_cache=no_cache) as profile:
         first = diagnosed(profile, Options(thresholds or Thresholds(), cards))
         return first.with_views(views_for_command(profile, no_cache=no_cache))

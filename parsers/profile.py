@@ -278,7 +278,8 @@ def combine(capture: Capture, reads: Sequence[SourceFrames], training_only: bool
             )
         else:
             raise ProfileError(f"{capture.path}: the capture holds no task, statistic or timeline rows")
-    # The checks one source made of its tasks serve when those are the profile's tasks.
+    # The checks one source made of its tasks serve when those are the profile's tasks
+    # (`with_task_columns` only adds null columns: the rows are the same).
     checked = next((r for r in reversed(reads) if r.card_checks is not None), None)
     return Frames(
         tasks=tasks,
@@ -291,7 +292,7 @@ def combine(capture: Capture, reads: Sequence[SourceFrames], training_only: bool
         kinds=frozenset(r.kind for r in reads),
         notes=tuple(n for r in reads for n in r.notes),
         pmu_columns=tuple(dict.fromkeys(c for r in reads for c in r.pmu_columns)),
-        card_checks=checked.card_checks if checked is not None and checked.tasks is tasks else None,
+        card_checks=checked.card_checks if checked is not None and checked.tasks is found else None,
     )
 
 

@@ -274,7 +274,8 @@ def _statistic(
     if tasks is not None and tasks.height:
         # One pass per card for both checks: the time check reuses it when this is the
         # profile's only tasks frame.
-        checks = card_checks(tasks)
+        # Cached with the tasks it comes from: a reopen does not scan every task again.
+        checks = cache.load_or_build("card_checks", src.tasks, partial(card_checks, tasks), src.card)
         found = _Statistic(stat, checks=checks)
         disagree = statistic_problem(tasks, stat, checks)
         if disagree is not None:

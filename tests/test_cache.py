@@ -41,10 +41,11 @@ GOLDEN_DURATIONS = [151.0, 15.0, 0.0]
 GOLDEN_FIRST_START_NS = 1717575960208020758
 ENTRY_NAME = re.compile(r"[0-9a-f]{32}\.parquet")
 KIND_COLUMN = {"tasks": "start_ns", "events": "ts_ns", "statistic": "ratio_pct"}
-# Entries of one open of the sample: tasks, op_statistic and timeline, and beside each CSV
-# table the notes its parse left (TASK_ENTRIES of them depend on the op_summary file).
-ENTRIES = 5
-TASK_ENTRIES = 2
+# Entries of one open of the sample: tasks, op_statistic and timeline, beside each CSV
+# table the notes its parse left, and the per-card checks of the tasks (TASK_ENTRIES of them
+# depend on the op_summary file).
+ENTRIES = 6
+TASK_ENTRIES = 3
 
 
 # --------------------------------------------------------------------------- helpers
