@@ -7,7 +7,7 @@ Data is generated once into benchmarks/data/ (reused while the parameters match)
 measurement runs in a fresh Python process, so each figure includes nothing but the work
 named, and the process's own peak RSS is reported beside it. Measurements run in rounds and
 ratios are taken within a round. Prints a markdown table with the ratios the targets are
-stated in; BENCHMARKS.md holds a copy of the last full run.
+stated in; BENCHMARKS.md holds the figures of the last full run.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ npuscope's own path (`analysis.sql.run_sql`: a fresh locked in-memory database, 
 registered as Arrow C streams, the result read back into polars); polars is timed as
 `pl.SQLContext(frames).execute(query, eager=True)`. The results of the two are compared.
 Then dialect coverage: which of a list of queries an analyst writes each engine runs at all,
-on the demo profile's tables. Prints markdown; BENCHMARKS.md "SQL engine" holds the last run.
+on the demo profile's tables. Prints markdown; BENCHMARKS.md holds the last run's figures.
 """
 
 from __future__ import annotations
